@@ -1,0 +1,53 @@
+"""``shmem-run`` command line: parse, plan, run (torchrun's shape)."""
+
+import argparse
+import os
+import sys
+
+from . import _gpus
+from ._plan import make_plan
+from ._run import run
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="shmem-run",
+        description="Start N PEs of a numba-shmem program on this node.",
+        usage="shmem-run [-n N] [options] (script.py | -m module) [args ...]")
+    parser.add_argument("-n", "--npes", type=int, default=1, metavar="N",
+                        help="number of PEs to start (default 1)")
+    parser.add_argument("--backend", choices=("auto", "cuda", "sim"), default="auto",
+                        help="cuda, sim (the CPU simulator), or auto: cuda where a GPU is "
+                             "visible, else sim (default auto)")
+    parser.add_argument("--tag-output", action="store_true",
+                        help="prefix every line a PE prints with [PE n]")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="stop the whole job after this many seconds (exit 124)")
+    parser.add_argument("--grace", type=float, default=3.0, metavar="SECONDS",
+                        help="time PEs get to exit after SIGTERM before SIGKILL (default 3)")
+    parser.add_argument("--no-mps", action="store_true",
+                        help="do not start an MPS daemon when PEs share a GPU")
+    parser.add_argument("-m", dest="module", metavar="MODULE",
+                        help="run a library module as the program, like python -m")
+    parser.add_argument("program", nargs=argparse.REMAINDER,
+                        help="the script and its arguments (or the module's arguments)")
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.module is None and not args.program:
+        parser.error("name a script to run, or -m MODULE")
+    if args.npes < 1:
+        parser.error(f"-n/--npes must be at least 1, got {args.npes}")
+    if args.timeout is not None and args.timeout <= 0:
+        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.module is None and not os.path.exists(args.program[0]):
+        parser.error(f"script {args.program[0]!r} does not exist")
+    gpus = _gpus.count() if args.backend != "sim" else 0
+    if args.backend == "cuda" and gpus == 0:
+        parser.error("--backend cuda but no CUDA GPU is visible here; use --backend sim "
+                     "or auto")
+    plan = make_plan(args, gpus=gpus, mps_control=_gpus.mps_control(), environ=os.environ)
+    return run(plan)

@@ -1,0 +1,171 @@
+"""Run a plan: rendezvous, MPS, PEs; fail fast; leave nothing behind."""
+
+import glob
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from ._mps import MpsDaemon
+from ._rendezvous import RendezvousServer
+
+_POLL = 0.02
+TIMEOUT_EXIT = 124
+
+
+def _exit_code(returncode):
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _describe(pe, returncode):
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"PE {pe} was killed by {name} (exit {128 - returncode})"
+    return f"PE {pe} exited with code {returncode}"
+
+
+def _pump(stream, pe, sink):
+    for line in iter(stream.readline, b""):
+        sink.buffer.write(b"[PE %d] " % pe + line)
+        sink.flush()
+    stream.close()
+
+
+class Job:
+    """The live processes and resources of one run."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.children = []
+        self.pumps = []
+        self.jobdir = tempfile.mkdtemp(prefix="shmem-run-")  # mode 0700
+        self.job_id = secrets.token_hex(6)
+        self.server = None
+        self.mps = None
+        self.forwarded = None
+
+    def start(self):
+        plan = self.plan
+        secret = secrets.token_hex(16)
+        path = os.path.join(self.jobdir, "rendezvous.sock")
+        self.server = RendezvousServer(path, secret, plan.npes)
+        extra = {"SHMEM_RUN_SOCKET": path, "SHMEM_RUN_SECRET": secret,
+                 "SHMEM_RUN_JOBID": self.job_id}
+        if plan.use_mps:
+            from ._gpus import mps_control
+
+            self.mps = MpsDaemon(mps_control(), self.jobdir)
+            self.mps.start()
+            extra.update(self.mps.env)
+            extra["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(plan.mps_percentage)
+        for pe in range(plan.npes):
+            pipe = subprocess.PIPE if plan.tag_output else None
+            child = subprocess.Popen(plan.command, env=plan.pe_env(pe, extra),
+                                     stdout=pipe, stderr=pipe, start_new_session=True)
+            self.children.append(child)
+            if plan.tag_output:
+                for stream, sink in ((child.stdout, sys.stdout), (child.stderr, sys.stderr)):
+                    pump = threading.Thread(target=_pump, args=(stream, pe, sink), daemon=True)
+                    pump.start()
+                    self.pumps.append(pump)
+
+    def signal_all(self, signum):
+        for child in self.children:
+            if child.poll() is None:
+                try:
+                    os.killpg(child.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def stop_all(self):
+        """SIGTERM every live PE, then SIGKILL what is left after the grace period;
+        returns how many had to be stopped."""
+        live = [child for child in self.children if child.poll() is None]
+        self.signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + self.plan.grace
+        while any(child.poll() is None for child in live) and time.monotonic() < deadline:
+            time.sleep(_POLL)
+        # SIGKILL the whole process group: grandchildren too
+        for child in self.children:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for child in self.children:
+            child.wait()
+        return len(live)
+
+    def wait(self):
+        """Until all PEs exit 0, the first failure, or the timeout. Returns
+        ``(failed_pe or None, timed_out)``."""
+        deadline = None if self.plan.timeout is None else time.monotonic() + self.plan.timeout
+        while True:
+            codes = [child.poll() for child in self.children]
+            for pe, code in enumerate(codes):
+                if code not in (None, 0):
+                    return pe, False
+            if all(code == 0 for code in codes):
+                return None, False
+            if deadline is not None and time.monotonic() > deadline:
+                return None, True
+            time.sleep(_POLL)
+
+    def cleanup(self):
+        for pump in self.pumps:
+            pump.join(timeout=1)
+        if self.server is not None:
+            self.server.close()
+        if self.mps is not None:
+            self.mps.stop()
+        shutil.rmtree(self.jobdir, ignore_errors=True)
+        # simulator heaps whose PE died before unlinking them
+        for path in glob.glob(f"/dev/shm/nshmem-{self.job_id}-*"):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
+def run(plan):
+    """Run the job; return shmem-run's exit code."""
+    for note in plan.notes:
+        print(note, file=sys.stderr, flush=True)
+    job = Job(plan)
+    previous = {}
+
+    def forward(signum, _frame):
+        job.forwarded = signum
+        job.signal_all(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, forward)
+    try:
+        job.start()
+        failed, timed_out = job.wait()
+        if timed_out:
+            stopped = job.stop_all()
+            print(f"shmem-run: the job ran past --timeout {plan.timeout:g} s; "
+                  f"stopped {stopped} PEs", file=sys.stderr, flush=True)
+            return TIMEOUT_EXIT
+        if failed is None:
+            return 0
+        code = job.children[failed].returncode
+        stopped = job.stop_all()
+        others = f"; stopped {stopped} other PE{'s' if stopped != 1 else ''}" if stopped else ""
+        print(f"shmem-run: {_describe(failed, code)}{others}", file=sys.stderr, flush=True)
+        return _exit_code(code)
+    except BaseException:
+        job.stop_all()
+        raise
+    finally:
+        job.cleanup()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,45 @@
+"""numba-shmem: OpenSHMEM-style one-sided communication for numba-cuda kernels.
+
+``import numba_shmem as shmem``, launch with ``shmem-run -n 4 script.py``.
+"""
+
+from . import _select
+
+_select.prepare_numba()
+
+from ._arrays import array, free, peer_array, zeros  # noqa: E402
+from ._config import Config  # noqa: E402
+from ._errors import (  # noqa: E402
+    ShmemBootstrapError,
+    ShmemConfigError,
+    ShmemDriverError,
+    ShmemError,
+    ShmemTimeoutError,
+    ShmemUsageError,
+)
+from ._runtime import barrier_all, config, finalize, init, my_pe, n_pes  # noqa: E402
+
+if not _select.numba_is_simulator():
+    from ._cuda import _intrinsics  # noqa: E402,F401  (registers the device side)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Config",
+    "ShmemBootstrapError",
+    "ShmemConfigError",
+    "ShmemDriverError",
+    "ShmemError",
+    "ShmemTimeoutError",
+    "ShmemUsageError",
+    "array",
+    "barrier_all",
+    "config",
+    "finalize",
+    "free",
+    "init",
+    "my_pe",
+    "n_pes",
+    "peer_array",
+    "zeros",
+]

@@ -1,0 +1,50 @@
+"""Arrays on the symmetric heap."""
+
+import operator
+
+import numpy as np
+
+from ._errors import ShmemUsageError
+from ._heap._allocator import DEFAULT_ALIGN
+from ._runtime import require
+
+
+def array(shape, dtype=np.float64, *, align=DEFAULT_ALIGN):
+    """Collective. A new uninitialized symmetric array.
+
+    Every PE must make the same allocations in the same order; a mismatch is an
+    error on every PE. The result is a numba device array (zero-copy into CuPy
+    and PyTorch through ``__cuda_array_interface__``).
+    """
+    return require("array").heap.allocate(shape, dtype, align)
+
+
+def zeros(shape, dtype=np.float64, *, align=DEFAULT_ALIGN):
+    """Collective. A new symmetric array of zeros, zeroed on every PE before any
+    PE returns."""
+    return require("zeros").heap.allocate(shape, dtype, align, zero=True)
+
+
+def free(arr):
+    """Collective. Release a symmetric array on every PE (same order everywhere)."""
+    require("free").heap.free(arr)
+
+
+def peer_array(arr, pe):
+    """Host and device. A view of PE ``pe``'s copy of the symmetric ``arr``, for
+    direct loads and stores (PEs on the same node only)."""
+    runtime = require("peer_array")
+    try:
+        pe = operator.index(pe)
+    except TypeError:
+        raise ShmemUsageError(f"peer_array: pe must be an int, got {pe!r}") from None
+    size = runtime.bootstrap.size
+    if not 0 <= pe < size:
+        raise ShmemUsageError(f"peer_array: pe={pe} is out of range for {size} PEs (0..{size - 1})")
+    backend = runtime.heap.backend
+    if pe not in backend.bases:
+        raise ShmemUsageError(
+            f"peer_array: PE {pe} is on another node; only PEs on this node "
+            f"({list(backend.bases)}) can be addressed directly")
+    offset = runtime.heap.offset_of(arr, "peer_array")
+    return backend.view(pe, offset, arr.shape, np.dtype(arr.dtype), arr.strides)

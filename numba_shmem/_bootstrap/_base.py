@@ -1,0 +1,76 @@
+"""What every bootstrap provides: ranks, a byte allgather and descriptor exchange."""
+
+import time
+
+from .._errors import ShmemBootstrapError, ShmemTimeoutError
+
+
+class Bootstrap:
+    """Collective plumbing among the PEs of one job.
+
+    ``rank``/``size`` number the PEs of the job; ``local_peers`` lists, in
+    node-local order, the ranks that share this node (and so can map each
+    other's memory); ``local_rank`` is this PE's index in it.
+    """
+
+    name = "?"
+    rank = 0
+    size = 1
+    local_peers = (0,)
+    job_id = ""
+
+    def __init__(self, wait_timeout):
+        self.wait_timeout = wait_timeout
+
+    @property
+    def local_rank(self):
+        return self.local_peers.index(self.rank)
+
+    @property
+    def local_size(self):
+        return len(self.local_peers)
+
+    def allgather(self, data, what):
+        """Collective. Return every PE's ``data`` (bytes), in rank order."""
+        raise NotImplementedError
+
+    def barrier(self, what):
+        """Collective. Return once every PE has called it."""
+        self.allgather(b"", what)
+
+    def exchange_fds(self, fds, what):
+        """Collective over the node. Return each local peer's descriptors, in
+        local order; this PE's own entry is ``fds`` itself, the others are new
+        descriptors that the caller owns."""
+        raise NotImplementedError
+
+    def close(self):
+        """Release the bootstrap's sockets and communicators."""
+
+    def timeout_error(self, what, waited):
+        return ShmemTimeoutError(
+            f"PE {self.rank} waited {waited:.0f} s in {what} for the other PEs "
+            f"({self.name} bootstrap); some PE is stuck before it or called a "
+            "different collective. Raise NUMBA_SHMEM_WAIT_TIMEOUT if the job is "
+            "only slow (0 waits forever).")
+
+    def poll(self, ready, what):
+        """Spin on ``ready()`` with a short back-off until it is true or the
+        wait timeout passes."""
+        start = time.monotonic()
+        pause = 1e-5
+        while not ready():
+            waited = time.monotonic() - start
+            if self.wait_timeout and waited > self.wait_timeout:
+                raise self.timeout_error(what, waited)
+            time.sleep(pause)
+            pause = min(pause * 2, 1e-3)
+
+
+def check_same(what, values, describe):
+    """Raise on every PE when the PEs passed different ``values`` to a collective."""
+    first = values[0]
+    for pe, value in enumerate(values):
+        if value != first:
+            raise ShmemBootstrapError(
+                f"{what}: PE 0 {describe(first)} but PE {pe} {describe(value)}")

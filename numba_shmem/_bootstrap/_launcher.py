@@ -1,0 +1,99 @@
+"""PEs started by ``shmem-run``: a rendezvous over the launcher's Unix socket.
+
+The launcher passes the socket path, the job's secret and this PE's number in
+``SHMEM_RUN_*`` variables. Every collective is one round trip to the launcher,
+which answers once all PEs have sent the same collective.
+"""
+
+import os
+import socket
+
+from .._errors import ShmemBootstrapError
+from . import _wire
+from ._base import Bootstrap
+
+#: The variables ``shmem-run`` sets for each PE.
+ENV_SOCKET = "SHMEM_RUN_SOCKET"
+ENV_SECRET = "SHMEM_RUN_SECRET"
+ENV_PE = "SHMEM_RUN_PE"
+ENV_NPES = "SHMEM_RUN_NPES"
+ENV_JOBID = "SHMEM_RUN_JOBID"
+
+
+class LauncherBootstrap(Bootstrap):
+    name = "shmem-run"
+
+    def __init__(self, wait_timeout, environ=None):
+        super().__init__(wait_timeout)
+        environ = os.environ if environ is None else environ
+        try:
+            path = environ[ENV_SOCKET]
+            secret = environ[ENV_SECRET]
+            self.rank = int(environ[ENV_PE])
+            self.size = int(environ[ENV_NPES])
+            self.job_id = environ[ENV_JOBID]
+        except (KeyError, ValueError) as exc:
+            raise ShmemBootstrapError(
+                f"{ENV_SOCKET} is set but {exc} is missing or malformed; start the "
+                "job with shmem-run rather than setting SHMEM_RUN_* by hand") from None
+        self.local_peers = tuple(range(self.size))
+        self._seq = 0
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.settimeout(wait_timeout or None)
+            self._sock.connect(path)
+            self._call({"op": "hello", "secret": secret, "pe": self.rank, "pid": os.getpid()},
+                       "the launcher's hello")
+        except OSError as exc:
+            self._sock.close()
+            raise ShmemBootstrapError(
+                f"PE {self.rank} could not reach the shmem-run rendezvous at {path}: {exc}"
+            ) from None
+        except BaseException:
+            self._sock.close()
+            raise
+
+    def _call(self, meta, what, fds=(), payload=b""):
+        try:
+            _wire.send(self._sock, meta, payload, fds)
+            reply, payload, fds = _wire.recv(self._sock)
+        except socket.timeout:
+            raise self.timeout_error(what, self.wait_timeout) from None
+        except (_wire.ConnectionClosed, OSError) as exc:
+            raise ShmemBootstrapError(
+                f"PE {self.rank} lost the shmem-run rendezvous during {what}: {exc}") from None
+        if reply.get("op") == "error":
+            for fd in fds:
+                os.close(fd)
+            raise ShmemBootstrapError(reply["message"])
+        return reply, payload, fds
+
+    def _collective(self, what, payload=b"", fds=()):
+        self._seq += 1
+        meta = {"op": "allgather", "seq": self._seq, "what": what, "nfds": len(fds)}
+        return self._call(meta, what, fds, payload)
+
+    def allgather(self, data, what):
+        _reply, payload, _fds = self._collective(what, payload=bytes(data))
+        return _wire.unpack_list(payload)
+
+    def exchange_fds(self, fds, what):
+        reply, _payload, received = self._collective(what, fds=fds)
+        out, start = [], 0
+        for pe, count in enumerate(reply["nfds"]):
+            mine = received[start:start + count]
+            start += count
+            if pe == self.rank:
+                for fd in mine:  # our own descriptors came back as duplicates
+                    os.close(fd)
+                mine = list(fds)
+            out.append(mine)
+        return out
+
+    def close(self):
+        if self._sock.fileno() >= 0:
+            try:
+                _wire.send(self._sock, {"op": "bye"})
+            except OSError:
+                pass
+            self._sock.close()

@@ -1,0 +1,1 @@
+"""The CUDA backend: driver VMM heap, device state, inline-PTX intrinsics."""

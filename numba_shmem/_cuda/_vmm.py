@@ -1,0 +1,134 @@
+"""The symmetric heap on the GPU, from CUDA virtual memory management.
+
+Each PE reserves one address range holding a slot of ``heap_size`` bytes for
+every PE on its node. Physical memory is created in chunks as allocations need
+it (growth is collective): every PE creates a chunk on its own GPU, exports it
+as a POSIX file descriptor, the descriptors are exchanged, and every PE maps
+every peer's chunk at the same offset of that peer's slot, with access for its
+own device. Each step registers its undo, so a failure part way and
+``finalize()`` both leave no mapping, handle or descriptor behind.
+"""
+
+import os
+
+from numba import cuda
+from numba.cuda.cudadrv import devicearray
+from numba.cuda.cudadrv import driver as numba_driver
+
+from .._errors import ShmemUsageError
+from .._resources import UndoStack
+from ._driver import call, cu, device_location
+
+_FD = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+
+
+def _round_up(value, align):
+    return -(-value // align) * align
+
+
+class CudaHeap:
+    """Collective. Reserve the address space for every local peer's heap."""
+
+    kind = "cuda"
+
+    def __init__(self, bootstrap, config, device_id):
+        self._bootstrap = bootstrap
+        self._device_id = device_id
+        self._chunk = config.heap_chunk
+        self._undo = UndoStack()
+        self._context = cuda.current_context()
+        self._prop = cu.CUmemAllocationProp()
+        self._prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        self._prop.location = device_location(device_id)
+        self._prop.requestedHandleTypes = _FD
+        self.granularity = int(call(
+            "cuMemGetAllocationGranularity", self._prop,
+            cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        self.capacity = _round_up(config.heap_size, self.granularity)
+        self._peers = bootstrap.local_peers
+        span = self.capacity * len(self._peers)
+        try:
+            region = call("cuMemAddressReserve", span, self.granularity, 0, 0,
+                          hint=f"could not reserve {span} bytes of address space; "
+                               "lower NUMBA_SHMEM_HEAP_SIZE")
+            self._undo.push(call, "cuMemAddressFree", region, span)
+        except BaseException:
+            self._undo.unwind()
+            raise
+        self.bases = {pe: int(region) + i * self.capacity for i, pe in enumerate(self._peers)}
+        self.base = self.bases[bootstrap.rank]
+        self.mapped = 0
+
+    def ensure_mapped(self, nbytes):
+        """Collective. Map physical memory so that offsets below ``nbytes`` are
+        backed on every local PE."""
+        if nbytes <= self.mapped:
+            return
+        size = _round_up(max(nbytes - self.mapped, self._chunk), self.granularity)
+        size = min(size, self.capacity - self.mapped)
+        mark = self._undo.depth
+        try:
+            self._grow(size)
+        except BaseException:
+            self._undo.unwind(to=mark)  # what was mapped before stays usable
+            raise
+        self.mapped += size
+
+    def _grow(self, size):
+        handle = call("cuMemCreate", size, self._prop, 0,
+                      hint=f"could not create {size} bytes of GPU memory for the heap")
+        self._undo.push(call, "cuMemRelease", handle)
+        fd = int(call("cuMemExportToShareableHandle", handle, _FD, 0))
+        try:
+            peer_fds = self._bootstrap.exchange_fds([fd], "symmetric heap growth")
+        finally:
+            os.close(fd)
+        access = cu.CUmemAccessDesc()
+        access.location = device_location(self._device_id)
+        access.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        for index, pe in enumerate(self._peers):
+            if pe == self._bootstrap.rank:
+                peer_handle = handle
+            else:
+                (peer_fd,) = peer_fds[index]
+                try:
+                    peer_handle = call("cuMemImportFromShareableHandle", peer_fd, _FD)
+                finally:
+                    os.close(peer_fd)
+                self._undo.push(call, "cuMemRelease", peer_handle)
+            address = self.bases[pe] + self.mapped
+            call("cuMemMap", address, size, 0, peer_handle, 0)
+            self._undo.push(call, "cuMemUnmap", address, size)
+            call("cuMemSetAccess", address, size, [access], 1,
+                 hint=f"PE {self._bootstrap.rank} cannot access PE {pe}'s GPU memory")
+
+    def view(self, pe, offset, shape, dtype, strides=None):
+        address = self.bases[pe] + offset
+        if strides is None:
+            strides = _c_strides(shape, dtype.itemsize)
+        nbytes = numba_driver.memory_size_from_info(shape, strides, dtype.itemsize)
+        pointer = numba_driver.MemoryPointer(self._context, cu.CUdeviceptr(address), nbytes)
+        return devicearray.DeviceNDArray(shape, strides, dtype, gpu_data=pointer)
+
+    def address(self, arr):
+        interface = getattr(arr, "__cuda_array_interface__", None)
+        if interface is None:
+            raise ShmemUsageError(
+                f"expected an array from shmem.array(), got {type(arr).__name__}")
+        return int(interface["data"][0])
+
+    def fill_zero(self, offset, nbytes):
+        call("cuMemsetD8", self.base + offset, 0, nbytes)
+        call("cuCtxSynchronize")
+
+    def close(self):
+        cuda.synchronize()
+        self._undo.unwind()
+
+
+def _c_strides(shape, itemsize):
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))

@@ -1,0 +1,1 @@
+"""The symmetric heap: a deterministic allocator over a backend's memory."""

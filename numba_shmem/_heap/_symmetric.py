@@ -1,0 +1,90 @@
+"""Collective allocation on the symmetric heap, checked across PEs."""
+
+import json
+import operator
+
+import numpy as np
+
+from .._bootstrap import check_same
+from .._errors import ShmemUsageError
+from ._allocator import DEFAULT_ALIGN, OffsetAllocator
+
+
+def _normalize_shape(shape):
+    try:
+        shape = (operator.index(shape),)
+    except TypeError:
+        try:
+            shape = tuple(operator.index(extent) for extent in shape)
+        except TypeError:
+            raise ShmemUsageError(
+                f"shape must be an int or a tuple of ints, got {shape!r}") from None
+    if any(extent < 0 for extent in shape):
+        raise ShmemUsageError(f"shape must not have negative extents, got {shape}")
+    return shape
+
+
+def _normalize_dtype(dtype):
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ShmemUsageError(f"dtype {dtype!r} is not a numpy dtype") from None
+    if dtype.hasobject:
+        raise ShmemUsageError(f"dtype {dtype} holds Python objects; use a numeric dtype")
+    return dtype
+
+
+class SymmetricHeap:
+    """Hands out arrays at offsets that are the same on every PE."""
+
+    def __init__(self, backend, bootstrap):
+        self.backend = backend
+        self._bootstrap = bootstrap
+        self.allocator = OffsetAllocator(backend.capacity)
+        self._count = 0
+
+    def allocate(self, shape, dtype, align=DEFAULT_ALIGN, zero=False):
+        """Collective. A new symmetric array (zeroed if ``zero``)."""
+        shape = _normalize_shape(shape)
+        dtype = _normalize_dtype(dtype)
+        if not (isinstance(align, int) and align > 0 and align & (align - 1) == 0):
+            raise ShmemUsageError(f"align must be a power of two, got {align!r}")
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self._count += 1
+        request = [nbytes, max(align, DEFAULT_ALIGN)]
+        records = self._bootstrap.allgather(json.dumps(request).encode(), "shmem.array")
+        check_same(f"shmem.array (allocation #{self._count})",
+                   [json.loads(record) for record in records],
+                   lambda r: f"allocated {r[0]} bytes aligned to {r[1]}")
+        offset = self.allocator.alloc(nbytes, request[1])
+        try:
+            self.backend.ensure_mapped(self.allocator.high_water)
+            if zero:
+                self.backend.fill_zero(offset, nbytes)
+                self._bootstrap.barrier("shmem.zeros")
+        except BaseException:
+            self.allocator.free(offset)
+            raise
+        return self.backend.view(self._bootstrap.rank, offset, shape, dtype)
+
+    def offset_of(self, arr, what):
+        """The heap offset of ``arr``'s first element, or a usage error."""
+        offset = self.backend.address(arr) - self.backend.base
+        if not 0 <= offset < self.backend.capacity:
+            raise ShmemUsageError(
+                f"{what}: the array is not on the symmetric heap; allocate it with "
+                "shmem.array() or shmem.zeros()")
+        return offset
+
+    def free(self, arr):
+        """Collective. Return ``arr``'s memory to the heap on every PE."""
+        offset = self.offset_of(arr, "shmem.free")
+        size = self.allocator.live.get(offset)
+        if size is None:
+            raise ShmemUsageError(
+                f"shmem.free: no allocation starts at heap offset {offset}; pass the "
+                "array that shmem.array() returned (not a slice), and free it once")
+        records = self._bootstrap.allgather(json.dumps([offset, size]).encode(), "shmem.free")
+        check_same("shmem.free", [json.loads(record) for record in records],
+                   lambda r: f"freed the {r[1]}-byte allocation at heap offset {r[0]}")
+        self.allocator.free(offset)

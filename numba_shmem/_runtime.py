@@ -1,0 +1,162 @@
+"""The runtime state: one object that ``init()`` creates and ``finalize()`` tears down."""
+
+import atexit
+
+import numpy as np
+
+from . import _bootstrap, _config
+from ._errors import ShmemUsageError
+from ._heap._symmetric import SymmetricHeap
+from ._resources import UndoStack
+from ._select import numba_is_simulator
+
+_current = None
+_finalized = False
+
+
+def current():
+    """The running ``Runtime``, or None before ``init()``."""
+    return _current
+
+
+def require(what):
+    if _current is None:
+        after = " (finalize() was called)" if _finalized else ""
+        raise ShmemUsageError(
+            f"shmem.{what}() needs the runtime{after}: call shmem.init() first, and "
+            "launch several PEs with shmem-run -n N script.py")
+    return _current
+
+
+def _resolve_backend(config):
+    simulator = numba_is_simulator()
+    if config.backend == "cuda" and simulator:
+        raise ShmemUsageError(
+            "NUMBA_SHMEM_BACKEND=cuda but numba.cuda is running its simulator "
+            "(NUMBA_ENABLE_CUDASIM=1); unset NUMBA_ENABLE_CUDASIM")
+    if config.backend == "sim" and not simulator:
+        raise ShmemUsageError(
+            "NUMBA_SHMEM_BACKEND=sim but numba.cuda was imported for the GPU; import "
+            "numba_shmem before numba.cuda, set NUMBA_ENABLE_CUDASIM=1, or launch "
+            "with shmem-run --backend sim")
+    return "sim" if simulator else "cuda"
+
+
+class Runtime:
+    """Everything one PE holds between ``init()`` and ``finalize()``."""
+
+    def __init__(self, config):
+        self.config = config
+        self.backend = _resolve_backend(config)
+        self._undo = UndoStack()
+        self.bootstrap = _bootstrap.start(config.wait_timeout)
+        self._undo.push(self.bootstrap.close)
+        try:
+            if self.backend == "cuda":
+                backend = self._start_cuda()
+            else:
+                from ._sim._heap import SimHeap
+
+                backend = SimHeap(self.bootstrap, config)
+                self._undo.push(backend.close)
+            self.heap = SymmetricHeap(backend, self.bootstrap)
+            self.bootstrap.barrier("shmem.init")
+        except BaseException:
+            self._undo.unwind()
+            raise
+
+    def _start_cuda(self):
+        from numba import cuda
+
+        from ._cuda._state import STATE_DTYPE
+        from ._cuda._vmm import CudaHeap
+
+        count = len(cuda.gpus)
+        if count == 0:
+            raise ShmemUsageError(
+                "NUMBA_SHMEM_BACKEND=cuda but no CUDA GPU is visible; check "
+                "CUDA_VISIBLE_DEVICES or use NUMBA_SHMEM_BACKEND=sim")
+        self.device_id = self.bootstrap.local_rank % count
+        cuda.select_device(self.device_id)
+        heap = CudaHeap(self.bootstrap, self.config, self.device_id)
+        self._undo.push(heap.close)
+        peer_bases = np.zeros(max(self.bootstrap.size, 1), dtype=np.uint64)
+        for pe, base in heap.bases.items():
+            peer_bases[pe] = base
+        self._peer_bases = cuda.to_device(peer_bases)
+        state = np.zeros((), dtype=STATE_DTYPE)
+        state["my_pe"] = self.bootstrap.rank
+        state["n_pes"] = self.bootstrap.size
+        state["heap_base"] = heap.base
+        state["heap_size"] = heap.capacity
+        state["peer_bases"] = self._peer_bases.device_ctypes_pointer.value
+        state["debug"] = int(self.config.debug)
+        self.device_state = state
+        return heap
+
+    def synchronize(self):
+        if self.backend == "cuda":
+            from numba import cuda
+
+            cuda.synchronize()
+
+    def close(self):
+        self.synchronize()
+        self._undo.unwind()
+
+
+def init():
+    """Collective. Start this PE: read the configuration, find the other PEs,
+    bind the GPU and create the symmetric heap."""
+    global _current
+    if _current is not None:
+        raise ShmemUsageError("shmem.init() was already called; call it once per process")
+    if _finalized:
+        raise ShmemUsageError(
+            "shmem.init() after shmem.finalize() is not supported; initialize once per process")
+    _current = Runtime(_config.from_env())
+
+
+def finalize():
+    """Collective. Wait for every PE, then release the heap and the bootstrap.
+    Also runs (without the wait) when the process exits."""
+    runtime = require("finalize")
+    runtime.synchronize()
+    runtime.bootstrap.barrier("shmem.finalize")
+    _teardown()
+
+
+def _teardown():
+    global _current, _finalized
+    runtime, _current = _current, None
+    _finalized = True
+    if runtime is not None:
+        runtime.close()
+
+
+@atexit.register
+def _finalize_at_exit():
+    if _current is not None:
+        _teardown()
+
+
+def my_pe():
+    """This PE's number, 0 to ``n_pes() - 1``. Host and device."""
+    return require("my_pe").bootstrap.rank
+
+
+def n_pes():
+    """The number of PEs in the job. Host and device."""
+    return require("n_pes").bootstrap.size
+
+
+def barrier_all():
+    """Collective. Host side: complete this PE's GPU work, then wait for every PE."""
+    runtime = require("barrier_all")
+    runtime.synchronize()
+    runtime.bootstrap.barrier("shmem.barrier_all")
+
+
+def config():
+    """The ``Config`` this job runs with."""
+    return require("config").config

@@ -1,0 +1,1 @@
+"""The CPU simulator backend: heaps in POSIX shared memory, device functions in Python."""
