@@ -29,14 +29,35 @@ def build_parser():
                         help="do not start an MPS daemon when PEs share a GPU")
     parser.add_argument("-m", dest="module", metavar="MODULE",
                         help="run a library module as the program, like python -m")
-    parser.add_argument("program", nargs=argparse.REMAINDER,
+    parser.add_argument("program", nargs="*",
                         help="the script and its arguments (or the module's arguments)")
     return parser
 
 
+_TAKES_VALUE = {"-n", "--npes", "--backend", "--timeout", "--grace"}
+
+
+def parse_args(parser, argv):
+    """Split at the program: everything after the script (or after ``-m MODULE``)
+    belongs to the program, even where it looks like one of our options."""
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "-m" and index + 1 < len(argv):
+            args = parser.parse_args(argv[:index])
+            args.module, args.program = argv[index + 1], argv[index + 2:]
+            return args
+        if not token.startswith("-"):
+            break
+        index += 2 if token in _TAKES_VALUE else 1
+    args = parser.parse_args(argv[:index])
+    args.program = argv[index:]
+    return args
+
+
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parse_args(parser, sys.argv[1:] if argv is None else argv)
     if args.module is None and not args.program:
         parser.error("name a script to run, or -m MODULE")
     if args.npes < 1:

@@ -4,6 +4,7 @@
 """
 
 import os
+import sys
 
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")  # one-block kernel on purpose
 
@@ -25,7 +26,7 @@ def main():
     send_right[1, 32](received)
     shmem.barrier_all()
     value = int(received.copy_to_host()[0])
-    print(f"PE {shmem.my_pe()} of {shmem.n_pes()} received {value}", flush=True)
+    sys.stdout.write(f"PE {shmem.my_pe()} of {shmem.n_pes()} received {value}\n")
     shmem.free(received)
     shmem.finalize()
 

@@ -15,7 +15,7 @@ from numba import cuda
 from numba.cuda.cudadrv import devicearray
 from numba.cuda.cudadrv import driver as numba_driver
 
-from .._errors import ShmemUsageError
+from .._errors import ShmemDriverError, ShmemUsageError
 from .._resources import UndoStack
 from ._driver import call, cu, device_location
 
@@ -75,9 +75,20 @@ class CudaHeap:
         self.mapped += size
 
     def _grow(self, size):
-        handle = call("cuMemCreate", size, self._prop, 0,
-                      hint=f"could not create {size} bytes of GPU memory for the heap")
+        try:
+            handle = call("cuMemCreate", size, self._prop, 0,
+                          hint=f"could not create {size} bytes of GPU memory for the heap")
+        except ShmemDriverError as exc:
+            self._bootstrap.allgather(str(exc).encode(), "symmetric heap growth")
+            raise
         self._undo.push(call, "cuMemRelease", handle)
+        # every PE must have its chunk before any waits for the others' descriptors
+        failures = [(pe, error.decode()) for pe, error in enumerate(
+            self._bootstrap.allgather(b"", "symmetric heap growth")) if error]
+        if failures:
+            pe, error = failures[0]
+            raise ShmemDriverError("cuMemCreate", "on another PE",
+                                   f"PE {pe} could not grow the heap: {error}")
         fd = int(call("cuMemExportToShareableHandle", handle, _FD, 0))
         try:
             peer_fds = self._bootstrap.exchange_fds([fd], "symmetric heap growth")

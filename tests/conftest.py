@@ -1,0 +1,82 @@
+"""Shared fixtures: jobs through the real launcher with a hard timeout, skips
+with reasons, hypothesis profiles."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", deadline=None, max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def _gpus():
+    from shmem_run import _gpus
+
+    return _gpus.count()
+
+
+GPUS = _gpus()
+BACKEND = "cuda" if GPUS else "sim"
+
+needs_gpu = pytest.mark.skipif(GPUS == 0, reason="needs a CUDA GPU; this machine has none")
+
+
+def _clean_env(extra):
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("SHMEM_RUN_", "NUMBA_SHMEM_", "OMPI_", "PMI"))}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    env["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = "0"
+    env.update(extra or {})
+    return env
+
+
+def run_hard(command, timeout, env=None, cwd=ROOT):
+    """Run ``command`` in its own process group; kill the group at ``timeout``
+    so a hung PE fails the test instead of wedging the suite."""
+    proc = subprocess.Popen(command, cwd=cwd, env=_clean_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(map(str, command))} hung past {timeout} s\n"
+                    f"stdout:\n{out}\nstderr:\n{err}")
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def shmem_run(npes, program, *args, timeout=120, env=None, launcher_args=()):
+    """Run ``tests/programs/<program>`` (or a path) with ``npes`` PEs through shmem-run."""
+    path = PROGRAMS / program if not os.path.isabs(program) else Path(program)
+    command = [sys.executable, "-m", "shmem_run", "-n", str(npes), *launcher_args,
+               str(path), *map(str, args)]
+    return run_hard(command, timeout, env)
+
+
+def python(program, *args, timeout=120, env=None):
+    """Run a program as one plain process (no launcher)."""
+    return run_hard([sys.executable, str(PROGRAMS / program), *map(str, args)], timeout, env)
+
+
+def shm_entries():
+    return {name for name in os.listdir("/dev/shm") if name.startswith("nshmem-")}
+
+
+def mpiexec():
+    found = shutil.which("mpiexec")
+    if found is None:
+        bindir = Path(sys.executable).parent
+        candidate = bindir / "mpiexec"
+        found = str(candidate) if candidate.exists() else None
+    return found

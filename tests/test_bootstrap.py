@@ -1,0 +1,114 @@
+"""The bootstraps: the launcher's rendezvous protocol and MPI."""
+
+import os
+import socket
+import sys
+import threading
+
+import pytest
+
+from conftest import ROOT, mpiexec, run_hard, shm_entries
+from numba_shmem import ShmemBootstrapError
+from numba_shmem._bootstrap import _wire
+from numba_shmem._bootstrap._launcher import LauncherBootstrap
+from shmem_run._rendezvous import RendezvousServer
+
+
+@pytest.fixture
+def server(tmp_path):
+    path = str(tmp_path / "rdv.sock")
+    srv = RendezvousServer(path, "s3cret", 2)
+    yield srv
+    srv.close()
+
+
+def _env(server, pe, secret="s3cret"):
+    return {"SHMEM_RUN_SOCKET": server.path, "SHMEM_RUN_SECRET": secret,
+            "SHMEM_RUN_PE": str(pe), "SHMEM_RUN_NPES": "2", "SHMEM_RUN_JOBID": "t"}
+
+
+def test_socket_is_private(server):
+    assert os.stat(server.path).st_mode & 0o777 == 0o600
+
+
+def test_wrong_secret_is_refused(server):
+    with pytest.raises(ShmemBootstrapError, match="wrong job secret"):
+        LauncherBootstrap(5, _env(server, 0, secret="guess"))
+
+
+def test_pe_number_taken_or_out_of_range(server):
+    first = LauncherBootstrap(5, _env(server, 0))
+    try:
+        with pytest.raises(ShmemBootstrapError, match="PE number 0 is invalid or taken"):
+            LauncherBootstrap(5, _env(server, 0))
+        with pytest.raises(ShmemBootstrapError, match="PE number 7 is invalid or taken"):
+            LauncherBootstrap(5, _env(server, 7))
+    finally:
+        first.close()
+
+
+def test_allgather_and_descriptor_exchange(server, tmp_path):
+    results = {}
+
+    def pe(rank):
+        boot = LauncherBootstrap(5, _env(server, rank))
+        results[rank, "gather"] = boot.allgather(b"from %d" % rank, "test")
+        path = tmp_path / f"file{rank}"
+        path.write_text(f"contents of {rank}")
+        fd = os.open(path, os.O_RDONLY)
+        got = boot.exchange_fds([fd], "test fds")
+        results[rank, "fds"] = [os.pread(fds[0], 100, 0).decode() for fds in got]
+        for fds in got:
+            os.close(fds[0])
+        boot.close()
+
+    threads = [threading.Thread(target=pe, args=(rank,)) for rank in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    for rank in range(2):
+        assert results[rank, "gather"] == [b"from 0", b"from 1"]
+        assert results[rank, "fds"] == ["contents of 0", "contents of 1"]
+
+
+def test_wire_lists_round_trip():
+    items = [b"", b"abc", bytes(range(256)) * 10]
+    assert _wire.unpack_list(_wire.pack_list(items)) == items
+
+
+def test_wire_reports_a_closed_peer():
+    a, b = socket.socketpair()
+    a.close()
+    with pytest.raises(_wire.ConnectionClosed):
+        _wire.recv(b)
+    b.close()
+
+
+def _mpi_ready():
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return "mpi4py is not installed (pip install 'numba-shmem[mpi]')"
+    if mpiexec() is None:
+        return "no mpiexec on PATH"
+    return None
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+@pytest.mark.parametrize("npes", [2, 3])
+def test_ring_under_mpiexec(npes):
+    from conftest import BACKEND
+
+    before = shm_entries()
+    env = {"NUMBA_SHMEM_BACKEND": BACKEND}
+    if BACKEND == "sim":
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    result = run_hard([mpiexec(), *flags, "-n", str(npes), sys.executable,
+                       str(ROOT / "samples/ring.py")], 180, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.splitlines()) == [
+        f"PE {pe} of {npes} received {(pe - 1) % npes}" for pe in range(npes)]
+    assert shm_entries() == before

@@ -1,0 +1,192 @@
+"""shmem-run: plan, fail fast, exit codes, signals, timeouts, nothing left behind."""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, _clean_env, shm_entries, shmem_run
+from shmem_run._cli import build_parser, parse_args
+from shmem_run._plan import MULTICAST_OFF, make_plan
+
+
+def _plan(argv, gpus=0, mps="/usr/bin/nvidia-cuda-mps-control", environ=None):
+    args = parse_args(build_parser(), argv)
+    return make_plan(args, gpus=gpus, mps_control=mps, environ=environ or {"PATH": "/bin"})
+
+
+def test_plan_without_gpu_runs_the_simulator_and_says_so():
+    plan = _plan(["-n", "4", "x.py", "a"])
+    env = dict(plan.base_env)
+    assert plan.backend == "sim" and env["NUMBA_ENABLE_CUDASIM"] == "1"
+    assert plan.command == (sys.executable, "x.py", "a")
+    assert plan.notes == ("shmem-run: no CUDA GPU found; running 4 PEs on the CPU simulator",)
+    assert not plan.use_mps
+
+
+def test_plan_shares_one_gpu_through_mps_with_an_sm_partition():
+    plan = _plan(["-n", "4", "x.py"], gpus=1)
+    assert plan.backend == "cuda" and plan.use_mps and plan.mps_percentage == 25
+    assert "NUMBA_ENABLE_CUDASIM" not in dict(plan.base_env)
+    assert plan.notes == ()
+
+
+def test_plan_one_pe_per_gpu_needs_no_mps():
+    plan = _plan(["-n", "2", "x.py"], gpus=2)
+    assert not plan.use_mps and plan.notes == ()
+
+
+def test_plan_warns_once_when_mps_is_missing():
+    plan = _plan(["-n", "2", "x.py"], gpus=1, mps=None)
+    assert not plan.use_mps
+    assert len(plan.notes) == 1 and "nvidia-cuda-mps-control was not found" in plan.notes[0]
+
+
+def test_plan_keeps_a_users_own_mps_daemon():
+    plan = _plan(["-n", "2", "x.py"], gpus=1, environ={"CUDA_MPS_PIPE_DIRECTORY": "/x"})
+    assert not plan.use_mps and plan.notes == ()
+
+
+def test_plan_turns_nvlink_multicast_off_and_runs_modules():
+    plan = _plan(["-n", "1", "-m", "pkg.mod", "--flag"], gpus=1)
+    env = dict(plan.base_env)
+    assert all(env[name] == value for name, value in MULTICAST_OFF.items())
+    assert plan.command == (sys.executable, "-m", "pkg.mod", "--flag")
+    assert plan.pe_env(3, {"SHMEM_RUN_SOCKET": "s"})["SHMEM_RUN_PE"] == "3"
+
+
+def _launcher(*argv, timeout=60):
+    return subprocess.run([sys.executable, "-m", "shmem_run", *argv], cwd=ROOT,
+                          env=_clean_env({}), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["-n", "0", "x.py"], "-n/--npes must be at least 1, got 0"),
+    (["-n", "2"], "name a script to run, or -m MODULE"),
+    (["-n", "2", "missing.py"], "script 'missing.py' does not exist"),
+    (["--timeout", "0", "x.py"], "--timeout must be a positive number of seconds"),
+])
+def test_bad_arguments(argv, message):
+    result = _launcher(*argv)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_backend_cuda_without_gpu_is_refused():
+    from conftest import GPUS
+
+    if GPUS:
+        pytest.skip("this machine has a GPU")
+    result = _launcher("--backend", "cuda", "samples/ring.py")
+    assert result.returncode == 2 and "no CUDA GPU is visible" in result.stderr
+
+
+def test_module_mode():
+    result = _launcher("-n", "2", "-m", "platform")
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2
+
+
+def _pids(piddir):
+    return [int(open(os.path.join(piddir, name)).read()) for name in os.listdir(piddir)]
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is not a survivor
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_a_failing_pe_stops_the_job_with_its_code(tmp_path):
+    before = shm_entries()
+    start = time.monotonic()
+    result = shmem_run(4, "exits.py", "code3", tmp_path)
+    elapsed = time.monotonic() - start
+    assert result.returncode == 3, result.stderr
+    assert "shmem-run: PE 2 exited with code 3; stopped 3 other PEs" in result.stderr
+    pids = _pids(tmp_path)
+    assert len(pids) == 4 and not any(_alive(pid) for pid in pids)
+    assert shm_entries() == before
+    # the failure itself comes after start-up; the stop must be quick
+    assert elapsed < 5 + 10, elapsed
+
+
+def test_fail_fast_within_five_seconds_of_the_failure(tmp_path):
+    result = shmem_run(4, "exits.py", "code3", tmp_path)
+    assert result.returncode == 3
+    # time from the failing PE's exit to the launcher's exit: the grace period
+    # is 3 s and the sleeping PEs die on SIGTERM at once
+    marker = max(os.path.getmtime(tmp_path / f"pe{pe}.pid") for pe in range(4))
+    assert time.time() - marker < 5
+
+
+def test_a_pe_killed_by_a_signal_gives_128_plus_signal(tmp_path):
+    result = shmem_run(2, "exits.py", "sigkill", tmp_path)
+    assert result.returncode == 128 + signal.SIGKILL
+    assert "PE 1 was killed by SIGKILL (exit 137); stopped 1 other PE" in result.stderr
+    assert not any(_alive(pid) for pid in _pids(tmp_path))
+
+
+def test_a_pe_that_leaves_early_fails_the_waiters_with_its_name(tmp_path):
+    result = shmem_run(2, "exits.py", "lost", tmp_path)
+    assert result.returncode == 5, result.stdout + result.stderr
+    assert "PE 1 exited before reaching shmem.barrier_all" in result.stdout
+
+
+def test_timeout_stops_everything(tmp_path):
+    result = shmem_run(2, "exits.py", "sleep", tmp_path, launcher_args=["--timeout", "8"])
+    assert result.returncode == 124
+    assert "ran past --timeout 8 s; stopped 2 PEs" in result.stderr
+    assert not any(_alive(pid) for pid in _pids(tmp_path))
+
+
+def test_sigint_is_forwarded(tmp_path):
+    before = shm_entries()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shmem_run", "-n", "2", str(ROOT / "tests/programs/exits.py"),
+         "sleep", str(tmp_path)], cwd=ROOT, env=_clean_env({}), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(os.listdir(tmp_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "killed by SIGINT" in err
+    assert not any(_alive(pid) for pid in _pids(tmp_path))
+    assert shm_entries() == before
+
+
+def test_tag_output_prefixes_every_line():
+    result = shmem_run(2, str(ROOT / "samples/ring.py"), launcher_args=["--tag-output"])
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == [
+        "[PE 0] PE 0 of 2 received 1", "[PE 1] PE 1 of 2 received 0"]
+
+
+@pytest.mark.parametrize("argv,module,program", [
+    (["-n", "2", "x.py", "-n", "5", "--flag"], None, ["x.py", "-n", "5", "--flag"]),
+    (["--tag-output", "-m", "pkg", "-m", "x"], "pkg", ["-m", "x"]),
+    (["x.py", "-m", "y"], None, ["x.py", "-m", "y"]),
+])
+def test_program_arguments_are_left_alone(argv, module, program):
+    args = parse_args(build_parser(), argv)
+    assert args.module == module and args.program == program
+
+
+def test_parser_usage_mentions_module_mode():
+    assert "-m module" in build_parser().format_usage()
+    assert isinstance(build_parser(), argparse.ArgumentParser)

@@ -1,0 +1,144 @@
+"""The runtime through the real launcher: ring, symmetry, zero-copy, errors."""
+
+import re
+
+import pytest
+
+from conftest import BACKEND, GPUS, ROOT, needs_gpu, python, shm_entries, shmem_run
+
+
+@pytest.mark.parametrize("npes", [1, 2, 4])
+def test_ring_sample(npes):
+    before = shm_entries()
+    result = shmem_run(npes, str(ROOT / "samples" / "ring.py"))
+    assert result.returncode == 0, result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert lines == [f"PE {pe} of {npes} received {(pe - 1) % npes}" for pe in range(npes)]
+    assert shm_entries() == before
+    if BACKEND == "sim":
+        assert "running %d PE" % npes in result.stderr and "CPU simulator" in result.stderr
+
+
+@pytest.mark.parametrize("npes", [2, 4])
+def test_allocation_symmetry_and_reuse(npes):
+    result = shmem_run(npes, "alloc_symmetry.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.splitlines()) == [f"PE {pe}: symmetric ok" for pe in range(npes)]
+
+
+def test_plain_python_is_one_pe():
+    result = python("zero_copy.py", "plain")
+    assert result.returncode == 0, result.stderr
+    assert "PE 0 of 1" in result.stdout
+
+
+@needs_gpu
+@pytest.mark.parametrize("library", ["cupy", "torch"])
+def test_zero_copy(library):
+    pytest.importorskip(library)
+    result = shmem_run(2, "zero_copy.py", library)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("zero-copy ok") == 2
+
+
+def _expect(result, error, *fragments, pes=1):
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    found = re.findall(rf"^EXPECTED {error}: (.*)$", result.stdout, re.MULTILINE)
+    assert len(found) == pes, output
+    for message in found:
+        for fragment in fragments:
+            assert re.search(fragment, message), (fragment, message)
+    return output
+
+
+SINGLE = [
+    ("before_init", "ShmemUsageError", r"shmem\.my_pe\(\) needs the runtime: call shmem\.init\(\) first"),
+    ("array_before_init", "ShmemUsageError", r"shmem\.array\(\) needs the runtime"),
+    ("init_twice", "ShmemUsageError", r"already called; call it once per process"),
+    ("init_after_finalize", "ShmemUsageError", r"after shmem\.finalize\(\) is not supported"),
+    ("after_finalize", "ShmemUsageError", r"n_pes\(\) needs the runtime \(finalize\(\) was called\)"),
+    ("bad_config", "ShmemConfigError", r"NUMBA_SHMEM_HEAP_SIZE='lots' is not valid"),
+    ("kernel_before_init", "ShmemUsageError", r"call shmem\.init\(\)"),
+    ("exhaustion", "ShmemUsageError", r"heap exhausted: asked for 8388608 bytes.*NUMBA_SHMEM_HEAP_SIZE"),
+    ("bad_shape", "ShmemUsageError", r"shape must not have negative extents, got \(4, -1\)"),
+    ("shape_not_int", "ShmemUsageError", r"shape must be an int or a tuple of ints, got 2\.5"),
+    ("bad_dtype", "ShmemUsageError", r"dtype 'not-a-dtype' is not a numpy dtype"),
+    ("object_dtype", "ShmemUsageError", r"holds Python objects"),
+    ("bad_align", "ShmemUsageError", r"align must be a power of two, got 48"),
+    ("free_foreign", "ShmemUsageError", r"shmem\.free: the array is not on the symmetric heap"),
+    ("free_not_array", "ShmemUsageError", r"expected an array from shmem\.array\(\), got list"),
+    ("double_free", "ShmemUsageError", r"no allocation starts at heap offset 0.*free it once"),
+    ("free_slice", "ShmemUsageError", r"no allocation starts at heap offset 2048.*not a slice"),
+    ("peer_out_of_range", "ShmemUsageError", r"peer_array: pe=2 is out of range for 2 PEs \(0\.\.1\)"),
+    ("peer_not_int", "ShmemUsageError", r"peer_array: pe must be an int, got 0\.5"),
+    ("peer_not_heap", "ShmemUsageError", r"peer_array: the array is not on the symmetric heap"),
+    ("backend_mismatch", "ShmemUsageError", r"NUMBA_SHMEM_BACKEND=(cuda|sim) but numba\.cuda"),
+    ("launcher_env_malformed", "ShmemBootstrapError", r"'SHMEM_RUN_PE' is missing or malformed; start the job with shmem-run"),
+    ("launcher_unreachable", "ShmemBootstrapError", r"could not reach the shmem-run rendezvous at /nonexistent/socket"),
+    ("mpi_without_mpi4py", "ShmemUsageError", r"mpi4py cannot be imported.*pip install 'numba-shmem\[mpi\]'"),
+]
+
+_TWO_PE = {"peer_out_of_range"}
+_STILL_USABLE = {"exhaustion"}
+
+
+@pytest.mark.parametrize("scenario,error,fragment", SINGLE, ids=[s[0] for s in SINGLE])
+def test_single_pe_errors(scenario, error, fragment):
+    if scenario in _TWO_PE:
+        result = shmem_run(2, "errors.py", scenario)
+        output = _expect(result, error, fragment, pes=2)
+    elif scenario.startswith(("before", "array_before", "launcher", "mpi", "backend")):
+        output = _expect(python("errors.py", scenario), error, fragment)
+    else:
+        output = _expect(shmem_run(1, "errors.py", scenario), error, fragment)
+    if scenario in _STILL_USABLE:
+        assert "STILL USABLE" in output
+
+
+def test_allocation_mismatch_fails_on_every_pe_naming_both_sizes():
+    result = shmem_run(2, "errors.py", "alloc_mismatch")
+    output = _expect(result, "ShmemBootstrapError",
+                     r"shmem\.array \(allocation #1\): PE 0 allocated 1024 bytes aligned to 256 "
+                     r"but PE 1 allocated 2048 bytes", pes=2)
+    assert output.count("STILL USABLE") == 2
+
+
+def test_free_mismatch_fails_on_every_pe():
+    result = shmem_run(2, "errors.py", "free_mismatch")
+    output = _expect(result, "ShmemBootstrapError",
+                     r"shmem\.free: PE 0 freed the 256-byte allocation at heap offset 0 but "
+                     r"PE 1 freed the 256-byte allocation at heap offset 256", pes=2)
+    assert output.count("STILL USABLE") == 2
+
+
+def test_mismatched_collectives_fail_on_every_pe():
+    result = shmem_run(2, "errors.py", "collective_mismatch")
+    _expect(result, "ShmemBootstrapError",
+            r"collective #\d+ does not match across PEs: PE 0 called shmem\.barrier_all, "
+            r"PE 1 called shmem\.array", pes=2)
+
+
+def test_wait_timeout_names_the_pe_and_the_collective():
+    result = shmem_run(2, "errors.py", "wait_timeout")
+    _expect(result, "ShmemTimeoutError", r"PE 0 waited 1 s in shmem\.barrier_all|PE 1 only slept",
+            pes=2)
+    assert "PE 0 waited 1 s in shmem.barrier_all" in result.stdout
+    assert "NUMBA_SHMEM_WAIT_TIMEOUT" in result.stdout
+
+
+@needs_gpu
+def test_cache_true_is_refused():
+    _expect(shmem_run(1, "errors.py", "cache_true"), "ShmemUsageError",
+            r"kernel 'kernel' calls numba-shmem and was declared with cache=True.*remove cache=True")
+
+
+@needs_gpu
+def test_driver_error_carries_the_result_and_leaves_the_job_usable():
+    output = _expect(shmem_run(2, "errors.py", "driver_out_of_memory"), "ShmemDriverError",
+                     r"cuMemCreate failed with CUDA_ERROR_OUT_OF_MEMORY", pes=2)
+    assert output.count("STILL USABLE") == 2
+
+
+def test_gpu_count_matches_backend():
+    assert (GPUS > 0) == (BACKEND == "cuda")
