@@ -14,7 +14,7 @@ def test_first_fit_reuses_freed_space():
     assert (a, b, c) == (0, 256, 256 + 5120)
     heap.free(b)
     assert heap.alloc(4000) == 256
-    assert heap.high_water == 256 + 5120 + 256
+    assert heap.live == {0: 256, 256: 4096, 256 + 5120: 256}
 
 
 def test_exhaustion_names_sizes_and_fix():

@@ -25,7 +25,6 @@ class OffsetAllocator:
         self.capacity = capacity
         self._free = [(0, capacity)]  # sorted (start, size)
         self.live = {}  # start -> size
-        self.high_water = 0
 
     def alloc(self, nbytes, align=DEFAULT_ALIGN):
         """Return the offset of ``nbytes`` free bytes aligned to ``align``."""
@@ -40,7 +39,6 @@ class OffsetAllocator:
             if start + span > offset + size:
                 self._insert(offset + size, start + span - offset - size)
             self.live[offset] = size
-            self.high_water = max(self.high_water, offset + size)
             return offset
         largest = max((span for _start, span in self._free), default=0)
         raise ShmemUsageError(

@@ -2,6 +2,7 @@
 
 import json
 import operator
+import weakref
 
 import numpy as np
 
@@ -42,6 +43,10 @@ class SymmetricHeap:
         self._bootstrap = bootstrap
         self.allocator = OffsetAllocator(backend.capacity)
         self._count = 0
+        # id(array) -> (weak reference, offset) of what allocate() returned: numba
+        # drops the pointer of a zero-size device array, so the offset is
+        # remembered rather than derived (simulator arrays are not hashable)
+        self._offsets = {}
 
     def allocate(self, shape, dtype, align=DEFAULT_ALIGN, zero=False):
         """Collective. A new symmetric array (zeroed if ``zero``)."""
@@ -58,17 +63,34 @@ class SymmetricHeap:
                    lambda r: f"allocated {r[0]} bytes aligned to {r[1]}")
         offset = self.allocator.alloc(nbytes, request[1])
         try:
-            self.backend.ensure_mapped(self.allocator.high_water)
+            # the same on every PE, so growth stays collective
+            self.backend.ensure_mapped(offset + self.allocator.live[offset])
             if zero:
                 self.backend.fill_zero(offset, nbytes)
                 self._bootstrap.barrier("shmem.zeros")
         except BaseException:
             self.allocator.free(offset)
             raise
-        return self.backend.view(self._bootstrap.rank, offset, shape, dtype)
+        arr = self.backend.view(self._bootstrap.rank, offset, shape, dtype)
+        key = id(arr)
+
+        def forget(ref):
+            if self._offsets.get(key, (None,))[0] is ref:
+                del self._offsets[key]
+
+        self._offsets[key] = (weakref.ref(arr, forget), offset)
+        return arr
+
+    def _allocated_offset(self, arr):
+        """The offset of ``arr`` if it is a live array that allocate() returned."""
+        ref, offset = self._offsets.get(id(arr), (None, None))
+        return offset if ref is not None and ref() is arr else None
 
     def offset_of(self, arr, what):
         """The heap offset of ``arr``'s first element, or a usage error."""
+        offset = self._allocated_offset(arr)
+        if offset is not None:
+            return offset
         offset = self.backend.address(arr) - self.backend.base
         if not 0 <= offset < self.backend.capacity:
             raise ShmemUsageError(
@@ -78,13 +100,16 @@ class SymmetricHeap:
 
     def free(self, arr):
         """Collective. Return ``arr``'s memory to the heap on every PE."""
-        offset = self.offset_of(arr, "shmem.free")
-        size = self.allocator.live.get(offset)
-        if size is None:
+        offset = self._allocated_offset(arr)
+        if offset is None:
+            at = self.offset_of(arr, "shmem.free")
             raise ShmemUsageError(
-                f"shmem.free: no allocation starts at heap offset {offset}; pass the "
-                "array that shmem.array() returned (not a slice), and free it once")
+                f"shmem.free: the array at heap offset {at} is not a live allocation; pass "
+                "the array that shmem.array() returned (not a slice or a peer view), and "
+                "free it once")
+        size = self.allocator.live[offset]
         records = self._bootstrap.allgather(json.dumps([offset, size]).encode(), "shmem.free")
         check_same("shmem.free", [json.loads(record) for record in records],
                    lambda r: f"freed the {r[1]}-byte allocation at heap offset {r[0]}")
         self.allocator.free(offset)
+        del self._offsets[id(arr)]
