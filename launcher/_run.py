@@ -1,5 +1,6 @@
 """Run a plan: rendezvous, MPS, PEs; fail fast; leave nothing behind."""
 
+import ctypes
 import glob
 import os
 import secrets
@@ -11,7 +12,7 @@ import tempfile
 import threading
 import time
 
-from ._mps import MpsDaemon
+from ._mps import MpsDaemon, MpsError
 from ._rendezvous import RendezvousServer
 
 _POLL = 0.02
@@ -30,6 +31,29 @@ def _describe(pe, returncode):
             name = f"signal {-returncode}"
         return f"PE {pe} was killed by {name} (exit {128 - returncode})"
     return f"PE {pe} exited with code {returncode}"
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper():
+    """Adopt orphaned descendants (the MPS daemon forks itself away; a PE may
+    leave a child), so that the launcher reaps them instead of leaving zombies
+    under a PID 1 that does not reap (seen on the GPU machine)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: nothing to adopt
+
+
+def _reap_orphans():
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _pump(stream, pe, sink):
@@ -54,6 +78,7 @@ class Job:
 
     def start(self):
         plan = self.plan
+        _become_subreaper()
         secret = secrets.token_hex(16)
         path = os.path.join(self.jobdir, "rendezvous.sock")
         self.server = RendezvousServer(path, secret, plan.npes)
@@ -125,6 +150,7 @@ class Job:
             self.server.close()
         if self.mps is not None:
             self.mps.stop()
+        _reap_orphans()
         shutil.rmtree(self.jobdir, ignore_errors=True)
         # simulator heaps whose PE died before unlinking them
         for path in glob.glob(f"/dev/shm/nshmem-{self.job_id}-*"):
@@ -148,7 +174,12 @@ def run(plan):
     for signum in (signal.SIGINT, signal.SIGTERM):
         previous[signum] = signal.signal(signum, forward)
     try:
-        job.start()
+        try:
+            job.start()
+        except MpsError as exc:
+            print(f"shmem-run: {exc}", file=sys.stderr, flush=True)
+            job.stop_all()
+            return 1
         failed, timed_out = job.wait()
         if timed_out:
             stopped = job.stop_all()

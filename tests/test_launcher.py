@@ -190,3 +190,23 @@ def test_program_arguments_are_left_alone(argv, module, program):
 def test_parser_usage_mentions_module_mode():
     assert "-m module" in build_parser().format_usage()
     assert isinstance(build_parser(), argparse.ArgumentParser)
+
+
+def test_an_mps_daemon_that_does_not_start_is_a_clear_error(tmp_path):
+    from shmem_run._mps import MpsDaemon, MpsError
+
+    daemon = MpsDaemon("/bin/false", str(tmp_path))
+    with pytest.raises(MpsError, match=r"could not start the MPS daemon \(/bin/false -d exited 1"
+                                       r".*run with --no-mps"):
+        daemon.start()
+    daemon.stop()  # nothing was started: nothing to stop
+
+
+def test_mps_failure_ends_the_job_cleanly(monkeypatch, capsys):
+    from shmem_run import _gpus, _run
+
+    monkeypatch.setattr(_gpus, "mps_control", lambda: "/bin/false")
+    plan = _plan(["-n", "2", str(ROOT / "samples/ring.py")], gpus=1)
+    assert plan.use_mps
+    assert _run.run(plan) == 1
+    assert "shmem-run: could not start the MPS daemon" in capsys.readouterr().err
