@@ -67,11 +67,15 @@ class Runtime:
 
     def _start_cuda(self):
         from numba import cuda
+        from numba.cuda.cudadrv.error import CudaSupportError
 
         from ._cuda._state import STATE_DTYPE
         from ._cuda._vmm import CudaHeap
 
-        count = len(cuda.gpus)
+        try:
+            count = len(cuda.gpus)
+        except CudaSupportError:  # no device at all: the driver refuses to start
+            count = 0
         if count == 0:
             raise ShmemUsageError(
                 "NUMBA_SHMEM_BACKEND=cuda but no CUDA GPU is visible; check "

@@ -47,6 +47,15 @@ def test_pe_number_taken_or_out_of_range(server):
         first.close()
 
 
+def test_losing_the_launcher_is_an_error_naming_the_collective(server):
+    boot = LauncherBootstrap(5, _env(server, 0))
+    server.close()
+    with pytest.raises(ShmemBootstrapError, match="PE 0 lost the shmem-run rendezvous during "
+                                                  "shmem.barrier_all"):
+        boot.barrier("shmem.barrier_all")
+    boot.close()
+
+
 def test_allgather_and_descriptor_exchange(server, tmp_path):
     results = {}
 

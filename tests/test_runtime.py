@@ -33,10 +33,18 @@ def test_plain_python_is_one_pe():
 
 
 @needs_gpu
-@pytest.mark.parametrize("library", ["cupy", "torch"])
-def test_zero_copy(library):
-    pytest.importorskip(library)
-    result = shmem_run(2, "zero_copy.py", library)
+@pytest.mark.parametrize("mode", ["cupy", "torch", "cupy-dlpack", "torch-dlpack"])
+def test_zero_copy_into_frameworks(mode):
+    pytest.importorskip(mode.split("-")[0])
+    result = shmem_run(2, "zero_copy.py", mode)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("zero-copy ok") == 2
+
+
+@pytest.mark.skipif(BACKEND != "sim", reason="the simulator exports host memory; on the GPU "
+                                             "the framework tests cover DLPack")
+def test_dlpack_on_the_simulator_is_zero_copy_and_released():
+    result = shmem_run(2, "zero_copy.py", "numpy-dlpack")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("zero-copy ok") == 2
 
@@ -131,6 +139,13 @@ def test_wait_timeout_names_the_pe_and_the_collective():
 def test_cache_true_is_refused():
     _expect(shmem_run(1, "errors.py", "cache_true"), "ShmemUsageError",
             r"kernel 'kernel' calls numba-shmem and was declared with cache=True.*remove cache=True")
+
+
+@needs_gpu
+def test_no_visible_gpu_with_the_cuda_backend():
+    result = python("errors.py", "no_visible_gpu", env={"CUDA_VISIBLE_DEVICES": ""})
+    _expect(result, "ShmemUsageError", r"NUMBA_SHMEM_BACKEND=cuda but no CUDA GPU is visible; "
+                                       r"check CUDA_VISIBLE_DEVICES")
 
 
 @needs_gpu

@@ -15,6 +15,7 @@ from numba import cuda
 from numba.cuda.cudadrv import devicearray
 from numba.cuda.cudadrv import driver as numba_driver
 
+from .. import _dlpack
 from .._errors import ShmemDriverError, ShmemUsageError
 from .._resources import UndoStack
 from ._driver import call, cu, device_location
@@ -119,7 +120,7 @@ class CudaHeap:
             strides = _c_strides(shape, dtype.itemsize)
         nbytes = numba_driver.memory_size_from_info(shape, strides, dtype.itemsize)
         pointer = numba_driver.MemoryPointer(self._context, cu.CUdeviceptr(address), nbytes)
-        return devicearray.DeviceNDArray(shape, strides, dtype, gpu_data=pointer)
+        return SymmetricArray(shape, strides, dtype, gpu_data=pointer)
 
     def address(self, arr):
         interface = getattr(arr, "__cuda_array_interface__", None)
@@ -143,3 +144,20 @@ def _c_strides(shape, itemsize):
         strides.append(step)
         step *= extent
     return tuple(reversed(strides))
+
+
+class SymmetricArray(devicearray.DeviceNDArray):
+    """A numba device array on the symmetric heap; also exported through DLPack."""
+
+    def __dlpack_device__(self):
+        return (_dlpack.DEVICE_CUDA, self.gpu_data.context.device.id)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        device = self.__dlpack_device__()
+        _dlpack.check_request(copy, dl_device, device)
+        if stream != -1:
+            # kernels of any stream may have written it: complete them first
+            self.gpu_data.context.synchronize()
+        address = self.device_ctypes_pointer.value or 0
+        return _dlpack.capsule(self, address, self.shape, self.strides, self.dtype, device,
+                               max_version)

@@ -11,6 +11,7 @@ import os
 import numpy as np
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
 
+from .. import _dlpack
 from .._errors import ShmemUsageError
 from .._resources import UndoStack
 
@@ -82,8 +83,8 @@ class SimHeap:
 
     def view(self, pe, offset, shape, dtype, strides=None):
         buffer = self._maps[self._peers.index(pe)]
-        return FakeCUDAArray(np.ndarray(shape, dtype, buffer=buffer, offset=offset,
-                                        strides=strides))
+        return SymmetricArray(np.ndarray(shape, dtype, buffer=buffer, offset=offset,
+                                         strides=strides))
 
     def address(self, arr):
         return int(host_array(arr).ctypes.data)
@@ -100,3 +101,18 @@ class SimHeap:
                 # A user array still views it; the mapping goes when that array does.
                 pass
         self._maps = []
+
+
+class SymmetricArray(FakeCUDAArray):
+    """A simulator device array on the symmetric heap; exported through DLPack
+    as host memory (the simulator's "device" is the CPU)."""
+
+    def __dlpack_device__(self):
+        return (_dlpack.DEVICE_CPU, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        device = self.__dlpack_device__()
+        _dlpack.check_request(copy, dl_device, device)
+        ary = self._ary
+        return _dlpack.capsule(self, ary.ctypes.data, ary.shape, ary.strides, ary.dtype, device,
+                               max_version)

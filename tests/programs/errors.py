@@ -249,6 +249,12 @@ def cache_true():
     kernel[1, 1](shmem.zeros(1, np.int32))
 
 
+@scenario(shmem.ShmemUsageError)
+def no_visible_gpu():
+    os.environ["NUMBA_SHMEM_BACKEND"] = "cuda"
+    shmem.init()
+
+
 @scenario(shmem.ShmemDriverError)
 def driver_out_of_memory():
     os.environ["NUMBA_SHMEM_HEAP_SIZE"] = "1T"
