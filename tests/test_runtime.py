@@ -104,19 +104,14 @@ def test_single_pe_errors(scenario, error, fragment):
         assert "STILL USABLE" in output
 
 
-def test_allocation_mismatch_fails_on_every_pe_naming_both_sizes():
-    result = shmem_run(2, "errors.py", "alloc_mismatch")
-    output = _expect(result, "ShmemBootstrapError",
-                     r"shmem\.array \(allocation #1\): PE 0 allocated 1024 bytes aligned to 256 "
-                     r"but PE 1 allocated 2048 bytes", pes=2)
-    assert output.count("STILL USABLE") == 2
-
-
-def test_free_mismatch_fails_on_every_pe():
-    result = shmem_run(2, "errors.py", "free_mismatch")
-    output = _expect(result, "ShmemBootstrapError",
-                     r"shmem\.free: PE 0 freed the 256-byte allocation at heap offset 0 but "
-                     r"PE 1 freed the 256-byte allocation at heap offset 256", pes=2)
+@pytest.mark.parametrize("scenario,message", [
+    ("alloc_mismatch", r"shmem\.array \(allocation #1\): PE 0 allocated 1024 bytes aligned to "
+                       r"256 but PE 1 allocated 2048 bytes"),
+    ("free_mismatch", r"shmem\.free: PE 0 freed the 256-byte allocation at heap offset 0 but "
+                      r"PE 1 freed the 256-byte allocation at heap offset 256"),
+])
+def test_mismatched_allocations_fail_on_every_pe_naming_both(scenario, message):
+    output = _expect(shmem_run(2, "errors.py", scenario), "ShmemBootstrapError", message, pes=2)
     assert output.count("STILL USABLE") == 2
 
 
