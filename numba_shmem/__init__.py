@@ -9,6 +9,10 @@ _select.prepare_numba()
 
 from ._arrays import array, free, peer_array, zeros  # noqa: E402
 from ._config import Config  # noqa: E402
+from ._device_api import (  # noqa: E402
+    CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, FUNCTIONS as _DEVICE_FUNCTIONS,
+    SIGNAL_ADD, SIGNAL_SET,
+)
 from ._errors import (  # noqa: E402
     ShmemBootstrapError,
     ShmemConfigError,
@@ -19,13 +23,23 @@ from ._errors import (  # noqa: E402
 )
 from ._runtime import barrier_all, config, finalize, init, my_pe, n_pes  # noqa: E402
 
+globals().update(_DEVICE_FUNCTIONS)
+
 if not _select.numba_is_simulator():
     from ._cuda import _intrinsics  # noqa: E402,F401  (registers the device side)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CMP_EQ",
+    "CMP_GE",
+    "CMP_GT",
+    "CMP_LE",
+    "CMP_LT",
+    "CMP_NE",
     "Config",
+    "SIGNAL_ADD",
+    "SIGNAL_SET",
     "ShmemBootstrapError",
     "ShmemConfigError",
     "ShmemDriverError",
@@ -42,4 +56,5 @@ __all__ = [
     "n_pes",
     "peer_array",
     "zeros",
+    *sorted(_DEVICE_FUNCTIONS),
 ]

@@ -69,3 +69,6 @@ def _lower_peer_array(context, builder, sig, args):
     result.data = builder.inttoptr(peer_address(context, builder, address, pe),
                                    source.data.type)
     return impl_ret_borrowed(context, builder, sig.return_type, result._getvalue())
+
+
+from . import _device  # noqa: E402,F401  (registers the device API)

@@ -5,8 +5,11 @@ Each segment is unlinked as soon as every peer has mapped it, so a crashed job
 leaves nothing in ``/dev/shm``.
 """
 
+import contextlib
+import fcntl
 import mmap
 import os
+import threading
 
 import numpy as np
 from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
@@ -43,12 +46,15 @@ class SimHeap:
         self.capacity = config.heap_size
         self._undo = UndoStack()
         self._peers = bootstrap.local_peers
+        self._fds = {}
         try:
             self._maps = self._map_all(bootstrap)
         except BaseException:
+            self._close_fds()
             self._undo.unwind()
             raise
         self._own = self._peers.index(bootstrap.rank)
+        self._thread_locks = {pe: threading.Lock() for pe in self._peers}
         self._views = [np.frombuffer(m, dtype=np.uint8) for m in self._maps]
         self.bases = {pe: int(view.ctypes.data) for pe, view in zip(self._peers, self._views)}
         self.base = self.bases[bootstrap.rank]
@@ -57,22 +63,18 @@ class SimHeap:
         mine = segment_path(bootstrap.job_id, bootstrap.rank)
         fd = os.open(mine, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         self._undo.push(os.unlink, mine)
-        try:
-            os.ftruncate(fd, self.capacity)
-            own = mmap.mmap(fd, self.capacity)
-        finally:
-            os.close(fd)
+        self._fds = {bootstrap.rank: fd}
+        os.ftruncate(fd, self.capacity)
+        own = mmap.mmap(fd, self.capacity)
         bootstrap.barrier("simulator heap creation")
         maps = []
         for pe in self._peers:
             if pe == bootstrap.rank:
                 maps.append(own)
                 continue
-            fd = os.open(segment_path(bootstrap.job_id, pe), os.O_RDWR)
-            try:
-                maps.append(mmap.mmap(fd, self.capacity))
-            finally:
-                os.close(fd)
+            # kept open: atomics lock the target PE's segment (flock)
+            self._fds[pe] = os.open(segment_path(bootstrap.job_id, pe), os.O_RDWR)
+            maps.append(mmap.mmap(self._fds[pe], self.capacity))
         bootstrap.barrier("simulator heap mapping")
         # Every peer has it mapped: the name is no longer needed.
         self._undo.unwind()
@@ -92,7 +94,24 @@ class SimHeap:
     def fill_zero(self, offset, nbytes):
         self._views[self._own][offset:offset + nbytes] = 0
 
+    @contextlib.contextmanager
+    def locked(self, pe):
+        """Exclusive access to PE ``pe``'s heap for one atomic operation: against
+        this process's other threads and against every other process."""
+        with self._thread_locks[pe]:
+            fcntl.flock(self._fds[pe], fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._fds[pe], fcntl.LOCK_UN)
+
+    def _close_fds(self):
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+
     def close(self):
+        self._close_fds()
         self._views = []
         for m in self._maps:
             try:

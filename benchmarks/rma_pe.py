@@ -1,0 +1,197 @@
+"""One PE of the RMA benchmark (run by benchmarks/rma.py through shmem-run -n 2).
+
+PE 0 measures; PE 1 is the target (and the partner of the ping-pongs). Prints
+one JSON line from PE 0.
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+from numba import cuda
+
+import numba_shmem as shmem
+from numba_shmem._cuda._device import _addr, _load_acquire, _now, _remote, _signal_update
+
+
+@cuda.jit
+def put_blocks(dest, source, chunk):
+    start = cuda.blockIdx.x * chunk
+    end = min(start + chunk, source.size)
+    if start < end:
+        shmem.put_block(dest[start:end], source[start:end], 1)
+
+
+@cuda.jit
+def put_blocks_nbi(dest, source, chunk):
+    start = cuda.blockIdx.x * chunk
+    end = min(start + chunk, source.size)
+    if start < end:
+        shmem.put_block_nbi(dest[start:end], source[start:end], 1)
+    shmem.quiet()
+
+
+@cuda.jit
+def local_copy(dest, source, chunk):
+    # the same kernel shape into local memory: what the GPU's own copy engine-free
+    # path moves, for reference beside cuMemcpyDtoD
+    start = cuda.blockIdx.x * chunk
+    end = min(start + chunk, source.size)
+    for i in range(start + cuda.threadIdx.x, end, cuda.blockDim.x):
+        dest[i] = source[i]
+
+
+WARMUP = 100
+
+
+@cuda.jit
+def ping_pong_shmem(sig, iters, out):
+    me = shmem.my_pe()
+    other = 1 - me
+    for i in range(iters):
+        if i == WARMUP:
+            out[0] = _now()
+        if me == 0:
+            shmem.signal_op(sig, i + 1, shmem.SIGNAL_SET, other)
+            shmem.signal_wait_until(sig, shmem.CMP_GE, i + 1)
+        else:
+            shmem.signal_wait_until(sig, shmem.CMP_GE, i + 1)
+            shmem.signal_op(sig, i + 1, shmem.SIGNAL_SET, other)
+    out[1] = _now()
+
+
+@cuda.jit
+def ping_pong_bare(sig, iters, out):
+    # bare PTX: st.release.sys into the peer's flag, spin on ld.acquire.sys
+    me = shmem.my_pe()
+    other = 1 - me
+    here = _addr(sig)
+    there = _remote(sig, other)
+    for i in range(iters):
+        if i == WARMUP:
+            out[0] = _now()
+        if me == 0:
+            _signal_update(there, i + 1, 0)
+            while _load_acquire(sig, here) < i + 1:
+                pass
+        else:
+            while _load_acquire(sig, here) < i + 1:
+                pass
+            _signal_update(there, i + 1, 0)
+    out[1] = _now()
+
+
+@cuda.jit
+def p_latency(dest, iters, out):
+    for i in range(iters):
+        shmem.p(dest, i, 1)
+        shmem.quiet()
+    out[0] = 1
+
+
+@cuda.jit
+def fetch_add_latency(counter, iters, out):
+    total = 0
+    for i in range(iters):
+        total += shmem.atomic_fetch_add(counter, 1, 1)
+    out[0] = total
+
+
+@cuda.jit
+def add_throughput(counters, spread, iters):
+    tid = cuda.grid(1)
+    slot = tid % spread
+    for i in range(iters):
+        shmem.atomic_add(counters[slot:slot + 1], 1, 0)
+
+
+def timed(fn, reps):
+    fn()
+    cuda.synchronize()
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    for _ in range(reps):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return cuda.event_elapsed_time(start, stop) / 1e3 / reps
+
+
+def main():
+    max_bytes = int(sys.argv[1])
+    shmem.init()
+    if shmem._runtime.current().backend != "cuda":
+        raise SystemExit("benchmarks/rma.py measures the GPU; it does not run on the simulator")
+    me = shmem.my_pe()
+    name = cuda.get_current_device().name
+    results = {"bandwidth": [], "device": name.decode() if isinstance(name, bytes) else str(name)}
+    n = max_bytes // 8
+    dest = shmem.zeros(n, np.float64)
+    source = cuda.to_device(np.arange(n, dtype=np.float64))
+    local = cuda.device_array(n, np.float64)
+    blocks = 132 * 4
+    shmem.barrier_all()
+    size = 4096
+    while size <= max_bytes:
+        count = size // 8
+        chunk = max(1, -(-count // blocks))
+        grid = -(-count // chunk)
+        reps = 20 if size <= (64 << 20) else 5
+        if me == 0:
+            d, s, l = dest[:count], source[:count], local[:count]
+            t_put = timed(lambda: put_blocks[grid, 256](d, s, chunk), reps)
+            t_nbi = timed(lambda: put_blocks_nbi[grid, 256](d, s, chunk), reps)
+            t_memcpy = timed(lambda: l.copy_to_device(s), reps)
+            t_kernel = timed(lambda: local_copy[grid, 256](l, s, chunk), reps)
+            results["bandwidth"].append({"bytes": size, "reps": reps, "put_block_s": t_put,
+                                         "put_block_nbi_s": t_nbi, "memcpy_dtod_s": t_memcpy,
+                                         "local_kernel_s": t_kernel})
+        size *= 4
+    shmem.barrier_all()
+    if me == 0:
+        assert (dest.copy_to_host()[:1024] == np.arange(1024)).all()
+    shmem.barrier_all()
+
+    # ping-pongs: both PEs run at once; timed inside the kernel, after a warm-up
+    iters = 20000
+    stamps = cuda.device_array(2, np.int64)
+    for name, kernel in (("bare_ptx", ping_pong_bare), ("put_signal", ping_pong_shmem)):
+        for attempt in range(2):  # the first run compiles
+            sig = shmem.zeros(1, np.uint64)
+            shmem.barrier_all()
+            kernel[1, 1](sig, iters, stamps)
+            cuda.synchronize()
+            shmem.barrier_all()
+            shmem.free(sig)
+        t0, t1 = stamps.copy_to_host()
+        results[f"pingpong_{name}_us"] = (t1 - t0) / 1e3 / (iters - WARMUP)
+    results["pingpong_iters"] = iters - WARMUP
+
+    out = cuda.device_array(1, np.int64)
+    target = shmem.zeros(1, np.int64)
+    counters = shmem.zeros(4096, np.int64)
+    shmem.barrier_all()
+    if me == 0:
+        results["p_quiet_us"] = timed(lambda: p_latency[1, 1](target, 1000, out), 3) * 1e6 / 1000
+        results["fetch_add_us"] = timed(lambda: fetch_add_latency[1, 1](target, 1000, out), 3) * 1e6 / 1000
+    shmem.barrier_all()
+    threads, iters = 132 * 4 * 256, 16
+    for spread in (1, 4096):
+        shmem.barrier_all()
+        t0 = time.perf_counter()
+        add_throughput[132 * 4, 256](counters, spread, iters)
+        cuda.synchronize()
+        shmem.barrier_all()
+        t = time.perf_counter() - t0
+        results[f"atomic_add_spread{spread}_mops"] = 2 * threads * iters / t / 1e6
+    shmem.barrier_all()
+    if me == 0:
+        total = int(counters.copy_to_host().sum())
+        results["atomic_add_total_ok"] = total == 2 * 2 * threads * iters
+        sys.stdout.write(json.dumps(results) + "\n")
+    shmem.finalize()
+
+
+if __name__ == "__main__":
+    main()

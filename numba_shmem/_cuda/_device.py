@@ -1,0 +1,585 @@
+"""The device API on the GPU: typing and lowering of ``_device_api``'s names.
+
+Element operations and atomics are lowered straight to inline PTX. Transfers
+and waits are written in Python below (``_impl_*``) and compiled inline into
+the calling kernel with ``context.compile_internal``; the primitives they call
+(``_addr``, ``_remote``, ``_copy16``, ...) are intrinsics over ``_ptx``.
+"""
+
+from llvmlite import ir
+from numba import cuda
+from numba.cuda import types
+from numba.cuda.core.errors import TypingError
+from numba.cuda.extending import intrinsic, lower_builtin, type_callable
+
+from .. import _device_api as api
+from . import _ptx
+from ._intrinsics import peer_address
+
+F = api.FUNCTIONS
+_i64 = ir.IntType(64)
+_void = ir.VoidType()
+_INT_ATOMIC = (types.int32, types.uint32, types.int64, types.uint64)
+_FLOAT_ATOMIC = (types.float32, types.float64)
+_FLOAT_OK = {"atomic_fetch", "atomic_set", "atomic_swap", "atomic_add", "atomic_fetch_add"}
+
+
+def _array_pointer(context, builder, arrty, value):
+    array = context.make_array(arrty)(context, builder, value=value)
+    return builder.ptrtoint(array.data, _i64)
+
+
+def _pe(context, builder, value, ty):
+    return context.cast(builder, value, ty, types.int64)
+
+
+def _debug_enabled():
+    from .. import _runtime
+
+    runtime = _runtime.current()
+    return bool(runtime and runtime.config.debug)
+
+
+# -- primitives (intrinsics used by the Python-level implementations) -----------
+
+@intrinsic
+def _addr(typingctx, arr):
+    def codegen(context, builder, sig, args):
+        return _array_pointer(context, builder, sig.args[0], args[0])
+    return types.int64(arr), codegen
+
+
+@intrinsic
+def _remote(typingctx, arr, pe):
+    def codegen(context, builder, sig, args):
+        local = _array_pointer(context, builder, sig.args[0], args[0])
+        return peer_address(context, builder, local, _pe(context, builder, args[1], sig.args[1]))
+    return types.int64(arr, pe), codegen
+
+
+@intrinsic
+def _copy16(typingctx, dst, src):
+    """Copy 16 bytes with one vector load and one vector store."""
+    def codegen(context, builder, sig, args):
+        vec = ir.VectorType(ir.IntType(32), 4)
+        source = builder.inttoptr(args[1], vec.as_pointer())
+        dest = builder.inttoptr(args[0], vec.as_pointer())
+        builder.store(builder.load(source, align=16), dest, align=16)
+        return context.get_dummy_value()
+    return types.void(dst, src), codegen
+
+
+@intrinsic
+def _copy16x4(typingctx, dst, src, step):
+    """Copy four 16-byte vectors ``step`` bytes apart: all four loads are issued
+    before the first store, so each thread keeps 64 bytes in flight."""
+    def codegen(context, builder, sig, args):
+        vec = ir.VectorType(ir.IntType(32), 4)
+        dst, src, step = args
+        offsets = [builder.mul(step, ir.Constant(_i64, k)) for k in range(4)]
+        values = [builder.load(builder.inttoptr(builder.add(src, o), vec.as_pointer()), align=16)
+                  for o in offsets]
+        for value, o in zip(values, offsets):
+            builder.store(value, builder.inttoptr(builder.add(dst, o), vec.as_pointer()), align=16)
+        return context.get_dummy_value()
+    return types.void(dst, src, step), codegen
+
+
+def _scalar_copy(width):
+    llty = ir.IntType(width * 8)
+
+    @intrinsic
+    def copy(typingctx, dst, src):
+        def codegen(context, builder, sig, args):
+            source = builder.inttoptr(args[1], llty.as_pointer())
+            dest = builder.inttoptr(args[0], llty.as_pointer())
+            builder.store(builder.load(source, align=width), dest, align=width)
+            return context.get_dummy_value()
+        return types.void(dst, src), codegen
+    return copy
+
+
+_copy4 = _scalar_copy(4)
+_copy1 = _scalar_copy(1)
+
+
+@intrinsic
+def _load_acquire(typingctx, like, address):
+    """Load ``like.dtype`` at ``address`` with ld.acquire.sys."""
+    def codegen(context, builder, sig, args):
+        llty = context.get_value_type(sig.return_type)
+        return _ptx.load(builder, args[1], llty, "acquire")
+    return like.dtype(like, address), codegen
+
+
+@intrinsic
+def _signal_update(typingctx, address, value, sig_op):
+    """SIGNAL_SET: st.release.sys; SIGNAL_ADD: red.release.sys.add."""
+    def codegen(context, builder, sig, args):
+        value = context.cast(builder, args[1], sig.args[1], types.uint64)
+        is_set = builder.icmp_unsigned("==", context.cast(builder, args[2], sig.args[2], types.int64),
+                                       ir.Constant(_i64, api.SIGNAL_SET))
+        with builder.if_else(is_set) as (then, otherwise):
+            with then:
+                _ptx.store(builder, args[0], value, "release")
+            with otherwise:
+                _ptx.asm(builder, _void, "red.release.sys.add.u64 [$0], $1;", "l,l",
+                         [args[0], value])
+        return context.get_dummy_value()
+    return types.void(address, value, sig_op), codegen
+
+
+@intrinsic
+def _compare(typingctx, value, cmp, target):
+    """``value <cmp> target`` for a CMP_* code known only at run time."""
+    def codegen(context, builder, sig, args):
+        vty = sig.args[0]
+        target = context.cast(builder, args[2], sig.args[2], vty)
+        signed = getattr(vty, "signed", True)
+        code = context.cast(builder, args[1], sig.args[1], types.int64)
+        result = ir.Constant(ir.IntType(1), 0)
+        for name, op in (("CMP_EQ", "=="), ("CMP_NE", "!="), ("CMP_GT", ">"),
+                         ("CMP_LE", "<="), ("CMP_LT", "<"), ("CMP_GE", ">=")):
+            if isinstance(vty, types.Float):
+                hit = builder.fcmp_ordered(op, args[0], target)
+            elif signed:
+                hit = builder.icmp_signed(op, args[0], target)
+            else:
+                hit = builder.icmp_unsigned(op, args[0], target)
+            chosen = builder.icmp_unsigned("==", code, ir.Constant(_i64, getattr(api, name)))
+            result = builder.or_(result, builder.and_(chosen, hit))
+        return result
+    return types.boolean(value, cmp, target), codegen
+
+
+@intrinsic
+def _fence(typingctx):
+    def codegen(context, builder, sig, args):
+        _ptx.fence(builder, "acq_rel")
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+@intrinsic
+def _quiet(typingctx):
+    def codegen(context, builder, sig, args):
+        _ptx.fence(builder, "sc")
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+@intrinsic
+def _nanosleep(typingctx, nanoseconds):
+    def codegen(context, builder, sig, args):
+        _ptx.nanosleep(builder, context.cast(builder, args[0], sig.args[0], types.uint32))
+        return context.get_dummy_value()
+    return types.void(nanoseconds), codegen
+
+
+@intrinsic
+def _now(typingctx):
+    def codegen(context, builder, sig, args):
+        return _ptx.globaltimer(builder)
+    return types.int64(), codegen
+
+
+@intrinsic
+def _trap(typingctx):
+    def codegen(context, builder, sig, args):
+        _ptx.trap(builder)
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+# -- transfers -------------------------------------------------------------------
+
+# numba compiles these implementations with compile_internal, where a call to
+# a plain Python helper cannot be typed; shared pieces are source text instead.
+
+#: Copy ``nbytes`` from ``src`` to ``dst``; this thread takes chunks ``start,
+#: start + stride, ...``: 16-byte vectors where both addresses allow it.
+_COPY = """
+    done = 0
+    if ((dst | src) & 15) == 0:
+        count = nbytes >> 4
+        i = start
+        while i + 3 * stride < count:
+            _copy16x4(dst + (i << 4), src + (i << 4), stride << 4)
+            i += stride << 2
+        while i < count:
+            _copy16(dst + (i << 4), src + (i << 4))
+            i += stride
+        done = count << 4
+    elif ((dst | src) & 3) == 0:
+        count = nbytes >> 2
+        i = start
+        while i < count:
+            _copy4(dst + (i << 2), src + (i << 2))
+            i += stride
+        done = count << 2
+    j = done + start
+    while j < nbytes:
+        _copy1(dst + j, src + j)
+        j += stride
+"""
+
+_BLOCK_RANK = ("(cuda.threadIdx.x + cuda.blockDim.x * (cuda.threadIdx.y + cuda.blockDim.y * "
+               "cuda.threadIdx.z))")
+_BLOCK_SIZE = "(cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z)"
+
+#: scope -> (first chunk, stride, synchronization after, the thread that signals)
+_SCOPE = {
+    "": ("0", "1", "", "True"),
+    "_warp": ("cuda.laneid", "32", "    cuda.syncwarp()\n", "cuda.laneid == 0"),
+    "_block": (_BLOCK_RANK, _BLOCK_SIZE, "    cuda.syncthreads()\n", f"{_BLOCK_RANK} == 0"),
+}
+
+_NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy4": _copy4, "_copy1": _copy1,
+              "_remote": _remote, "_addr": _addr, "_signal_update": _signal_update,
+              "_quiet": _quiet}
+
+
+def _compile_source(source, namespace=None):
+    scope = dict(_NAMESPACE, **(namespace or {}))
+    exec(source, scope)  # noqa: S102  (generated from the tables above)
+    return scope["impl"]
+
+
+def _make_transfer(scope, put, signal):
+    """The implementation of put/get/put_signal at one scope."""
+    start, stride, sync, leader = _SCOPE[scope]
+    if put:
+        params = "dest, source, sig, value, sig_op, pe" if signal else "dest, source, pe"
+        ends = ("    dst = _remote(dest, pe)\n    src = _addr(source)\n"
+                "    nbytes = source.size * source.itemsize\n")
+    else:
+        params = "dest, source, pe"
+        ends = ("    dst = _addr(dest)\n    src = _remote(source, pe)\n"
+                "    nbytes = dest.size * dest.itemsize\n")
+    source = (f"def impl({params}):\n{ends}    start = {start}\n    stride = {stride}\n"
+              f"{_COPY}{sync}")
+    if signal:
+        # the block's or warp's data is complete (synchronized above) and, on
+        # the signalling thread, ordered before the signal
+        ordering = "        _quiet()\n" if scope else ""
+        source += (f"    if {leader}:\n{ordering}"
+                   "        _signal_update(_remote(sig, pe), value, sig_op)\n")
+    return _compile_source(source)
+
+
+def _impl_p(dest, value, pe):
+    _store_relaxed(_remote(dest, pe), dest, value)
+
+
+def _impl_g(source, pe):
+    return _load_relaxed(source, _remote(source, pe))
+
+
+@intrinsic
+def _store_relaxed(typingctx, address, like, value):
+    def codegen(context, builder, sig, args):
+        value = context.cast(builder, args[2], sig.args[2], sig.args[1].dtype)
+        _ptx.store(builder, args[0], value, "relaxed")
+        return context.get_dummy_value()
+    return types.void(address, like, value), codegen
+
+
+@intrinsic
+def _load_relaxed(typingctx, like, address):
+    def codegen(context, builder, sig, args):
+        return _ptx.load(builder, args[1], context.get_value_type(sig.return_type), "relaxed")
+    return like.dtype(like, address), codegen
+
+
+def _impl_iput(dest, source, dst_stride, src_stride, nelems, pe):
+    dst = _remote(dest, pe)
+    src = _addr(source)
+    size = source.itemsize
+    for i in range(nelems):
+        _store_relaxed(dst + i * dst_stride * size, dest,
+                       _load_relaxed(source, src + i * src_stride * size))
+
+
+def _impl_iget(dest, source, dst_stride, src_stride, nelems, pe):
+    dst = _addr(dest)
+    src = _remote(source, pe)
+    size = dest.itemsize
+    for i in range(nelems):
+        _store_relaxed(dst + i * dst_stride * size, dest,
+                       _load_relaxed(source, src + i * src_stride * size))
+
+
+def _impl_signal_op(sig, value, sig_op, pe):
+    _signal_update(_remote(sig, pe), value, sig_op)
+
+
+def _impl_signal_fetch(sig):
+    return _load_acquire(sig, _addr(sig))
+
+
+def _impl_fence():
+    _fence()
+
+
+def _impl_quiet():
+    _quiet()
+
+
+# -- waits -------------------------------------------------------------------------
+
+_POLLS_BEFORE_SLEEP = 64
+_MAX_SLEEP_NS = 256
+
+
+def _wait_source(name, params, result):
+    """A spin-wait with back-off; in debug mode, a timeout that prints what it
+    waited for and traps."""
+    return (
+        f"def impl({params}):\n"
+        "    polls = 0\n"
+        "    pause = 32\n"
+        "    start = _now() if DEBUG else 0\n"
+        "    while True:\n"
+        f"{result}"
+        "        polls += 1\n"
+        "        if polls > POLLS:\n"
+        "            _nanosleep(pause)\n"
+        "            pause = min(pause * 2, MAX_SLEEP)\n"
+        "        if DEBUG and _now() - start > TIMEOUT:\n"
+        f"            print('numba-shmem: PE', _my_pe(), 'timed out in {name} at address',\n"
+        "                  WHERE, 'waiting for', WANT, 'last seen', SEEN)\n"
+        "            _trap()\n")
+
+
+def _make_wait(name, debug, timeout_ns):
+    from .._runtime import my_pe
+
+    namespace = {"_now": _now, "_nanosleep": _nanosleep, "_trap": _trap, "_my_pe": my_pe,
+                 "_compare": _compare, "_load_acquire": _load_acquire, "_addr": _addr,
+                 "DEBUG": debug, "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP,
+                 "MAX_SLEEP": _MAX_SLEEP_NS, "min": min}
+    scalar = name in ("signal_wait_until", "wait_until")
+    if scalar:
+        body = ("        seen = _load_acquire(ivar, _addr(ivar))\n"
+                "        if _compare(seen, cmp, value):\n"
+                f"            return {'seen' if name == 'signal_wait_until' else ''}\n")
+        src = _wait_source(name, "ivar, cmp, value", body)
+        src = src.replace("WHERE", "_addr(ivar)").replace("WANT", "value").replace("SEEN", "seen")
+    else:
+        vector = name.endswith("_vector")
+        kind = name.replace("wait_until_", "").replace("_vector", "")
+        params = ("ivars, indices, status, cmp, values" if kind == "some"
+                  else "ivars, status, cmp, values")
+        scan = _SCAN.replace("WANT", "values[i]" if vector else "values").replace(
+            "RECORD", "indices[hits] = i" if kind == "some" else "pass")
+        scan = "".join("    " + line + "\n" if line else "\n" for line in scan.splitlines())
+        done = {"all": "        if pending == 0:\n            return\n",
+                "any": "        if first >= 0:\n            return first\n",
+                "some": "        if hits > 0:\n            return hits\n"}[kind]
+        src = _wait_source(name, params, scan + done)
+        src = src.replace("WHERE", "_addr(ivars)").replace("WANT", "cmp").replace("SEEN", "pending")
+    return _compile_source(src, namespace)
+
+
+def _impl_test(ivar, cmp, value):
+    return 1 if _compare(_load_acquire(ivar, _addr(ivar)), cmp, value) else 0
+
+
+_SCAN = """
+    hits = 0
+    first = -1
+    pending = 0
+    for i in range(ivars.size):
+        if status[i] != 0:
+            continue
+        if _compare(_load_acquire(ivars, _addr(ivars) + i * ivars.itemsize), cmp, WANT):
+            RECORD
+            hits += 1
+            if first < 0:
+                first = i
+        else:
+            pending += 1
+"""
+
+
+def _make_test(kind):
+    """test_all (kind "all"), test_any ("any") or test_some ("some")."""
+    params = "ivars, indices, status, cmp, value" if kind == "some" else "ivars, status, cmp, value"
+    scan = _SCAN.replace("WANT", "value").replace(
+        "RECORD", "indices[hits] = i" if kind == "some" else "pass")
+    result = {"all": "    return 1 if pending == 0 else 0\n", "any": "    return first\n",
+              "some": "    return hits\n"}[kind]
+    return _compile_source(f"def impl({params}):\n{scan}{result}",
+                           {"_compare": _compare, "_load_acquire": _load_acquire})
+
+
+# -- typing --------------------------------------------------------------------------
+
+def _fail(name, message):
+    raise TypingError(f"shmem.{name}: {message}")
+
+
+def _require_array(name, arg, what, contiguous=False):
+    if not isinstance(arg, types.Array):
+        _fail(name, f"{what} must be a device array, got {arg}")
+    if contiguous and arg.layout not in "CF" and arg.ndim > 1:
+        _fail(name, f"{what} must be contiguous; use iput/iget for strided data")
+
+
+def _require_int(name, arg, what):
+    if not isinstance(arg, types.Integer):
+        _fail(name, f"{what} must be an integer, got {arg}")
+
+
+def _typer_for(name, params):
+    """numba folds arguments by the typer's own signature, so it gets the
+    function's parameter names."""
+    names = params.split()
+    namespace = {"check": lambda *args: _check(name, names, args)}
+    exec(f"def typer({', '.join(names)}):\n    return check({', '.join(names)})\n",  # noqa: S102
+         namespace)
+    return namespace["typer"]
+
+
+def _check(name, names, args):
+    """The return type of ``name`` for ``args``, or a TypingError saying what is wrong."""
+    if True:
+        bound = dict(zip(names, args))
+        for key in ("dest", "source", "sig", "ivar", "ivars", "status", "indices", "values"):
+            if key in bound:
+                _require_array(name, bound[key], key, contiguous=key in ("dest", "source"))
+        for key in ("pe", "nelems", "dst_stride", "src_stride", "cmp", "sig_op"):
+            if key in bound:
+                _require_int(name, bound[key], key)
+        if "sig" in bound and bound["sig"].dtype != types.uint64:
+            _fail(name, f"sig must be a uint64 array, got {bound['sig'].dtype}")
+        if "dest" in bound and "source" in bound and bound["dest"].dtype != bound["source"].dtype:
+            _fail(name, f"dest and source must have the same dtype, got {bound['dest'].dtype} "
+                        f"and {bound['source'].dtype}")
+        if name in api.ATOMICS:
+            arr = bound.get("dest", bound.get("source"))
+            allowed = _INT_ATOMIC + (_FLOAT_ATOMIC if name in _FLOAT_OK else ())
+            if arr.dtype not in allowed:
+                _fail(name, f"dtype {arr.dtype} is not supported; use int32, uint32, int64 or "
+                            "uint64" + (" (or float32/float64)" if name in _FLOAT_OK else ""))
+            fetching = name in ("atomic_fetch", "atomic_swap", "atomic_compare_swap") or \
+                "fetch_" in name
+            return arr.dtype if fetching else types.void
+        if name == "g":
+            return bound["source"].dtype
+        if name in ("signal_fetch", "signal_wait_until"):
+            return types.uint64
+        if name in ("test", "test_all"):
+            return types.int32
+        if name.startswith(("wait_until_any", "wait_until_some", "test_any", "test_some")):
+            return types.int64
+        return types.void
+
+
+# -- atomics, lowered straight to PTX --------------------------------------------------
+
+_PTX_OP = {"swap": "exch", "inc": "add", "add": "add", "and": "and", "or": "or", "xor": "xor"}
+
+
+def _ptx_type(op, dtype):
+    bits = dtype.bitwidth
+    if isinstance(dtype, types.Float):
+        return f"f{bits}" if op == "add" else f"b{bits}"
+    return f"u{bits}" if op == "add" else f"b{bits}"
+
+
+def _lower_atomic(name):
+    op = name.replace("atomic_", "").replace("fetch_", "")
+    fetching = name in ("atomic_fetch", "atomic_swap", "atomic_compare_swap") or "fetch_" in name
+
+    def lower(context, builder, sig, args):
+        arrty = sig.args[0]
+        dtype = arrty.dtype
+        llty = context.get_value_type(dtype)
+        address = peer_address(context, builder, _array_pointer(context, builder, arrty, args[0]),
+                               _pe(context, builder, args[-1], sig.args[-1]))
+        if op == "fetch":
+            return _ptx.load(builder, address, llty, "relaxed")
+        if op == "set":
+            _ptx.store(builder, address, context.cast(builder, args[1], sig.args[1], dtype),
+                       "relaxed")
+            return context.get_dummy_value()
+        is_float = isinstance(dtype, types.Float)
+        bits = ir.IntType(dtype.bitwidth)
+        as_bits = (lambda v: builder.bitcast(v, bits)) if is_float and op != "add" else (lambda v: v)
+        from_bits = (lambda v: builder.bitcast(v, llty)) if is_float and op != "add" else (lambda v: v)
+        if op == "compare_swap":
+            cond = as_bits(context.cast(builder, args[1], sig.args[1], dtype))
+            value = as_bits(context.cast(builder, args[2], sig.args[2], dtype))
+            return from_bits(_ptx.atomic(builder, "cas", _ptx_type("cas", dtype), address, value,
+                                         compare=cond))
+        if op == "inc":
+            value = ir.Constant(llty, 1)
+        else:
+            value = as_bits(context.cast(builder, args[1], sig.args[1], dtype))
+        result = _ptx.atomic(builder, _PTX_OP[op], _ptx_type(_PTX_OP[op], dtype), address, value,
+                             fetch=fetching)
+        return from_bits(result) if fetching else context.get_dummy_value()
+    return lower
+
+
+# -- registration ----------------------------------------------------------------------
+
+def _register(name, lower):
+    fn = F[name]
+    typer = _typer_for(name, api.TABLE[name][0])
+
+    @type_callable(fn)
+    def _type(context):
+        return typer
+
+    lower_builtin(fn, types.VarArg(types.Any))(lower)
+
+
+def _inline(impl_or_factory):
+    """A lowering that compiles a Python implementation into the caller; a
+    factory is called at compile time (it may read the debug setting)."""
+    def lower(context, builder, sig, args):
+        impl = impl_or_factory() if getattr(impl_or_factory, "factory", False) else impl_or_factory
+        return context.compile_internal(builder, impl, sig, args)
+    return lower
+
+
+def _factory(fn):
+    fn.factory = True
+    return fn
+
+
+for _scope in ("", "_warp", "_block"):
+    for _nbi in ("", "_nbi"):
+        _register(f"put{_scope}{_nbi}", _inline(_make_transfer(_scope, True, False)))
+        _register(f"get{_scope}{_nbi}", _inline(_make_transfer(_scope, False, False)))
+        _register(f"put_signal{_scope}{_nbi}", _inline(_make_transfer(_scope, True, True)))
+
+for _name, _impl in (("p", _impl_p), ("g", _impl_g), ("iput", _impl_iput), ("iget", _impl_iget),
+                     ("signal_op", _impl_signal_op), ("signal_fetch", _impl_signal_fetch),
+                     ("fence", _impl_fence), ("quiet", _impl_quiet), ("test", _impl_test),
+                     ("test_all", _make_test("all")), ("test_any", _make_test("any")),
+                     ("test_some", _make_test("some"))):
+    _register(_name, _inline(_impl))
+
+
+def _wait_factory(name):
+    @_factory
+    def make():
+        from .. import _runtime
+
+        runtime = _runtime.current()
+        timeout = runtime.config.wait_timeout if runtime else 0.0
+        debug = _debug_enabled() and timeout > 0
+        return _make_wait(name, debug, int(timeout * 1e9))
+    return make
+
+
+for _name in ("signal_wait_until", "wait_until", "wait_until_all", "wait_until_any",
+              "wait_until_some", "wait_until_all_vector", "wait_until_any_vector",
+              "wait_until_some_vector"):
+    _register(_name, _inline(_wait_factory(_name)))
+
+for _name in api.ATOMICS:
+    _register(_name, _lower_atomic(_name))

@@ -1,0 +1,89 @@
+"""Inline PTX for the device API: system-scope loads, stores, atomics, fences.
+
+NVVM drops LLVM's atomic orderings and scopes, so every access whose scope or
+ordering matters is inline PTX, marked as having side effects and clobbering
+memory so that it is neither hoisted out of a loop nor merged.
+
+Each helper emits code into a lowering: ``builder`` is the llvmlite IR builder,
+addresses are i64 values (generic address space).
+"""
+
+from llvmlite import ir
+
+i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+f32, f64 = ir.FloatType(), ir.DoubleType()
+
+#: register constraint letter for each LLVM type
+_REG = {8: "h", 16: "h", 32: "r", 64: "l"}
+
+
+def _reg(llty):
+    if isinstance(llty, ir.FloatType):
+        return "f"
+    if isinstance(llty, ir.DoubleType):
+        return "d"
+    return _REG[llty.width]
+
+
+def asm(builder, rettype, text, constraints, args):
+    """Emit one inline PTX statement with side effects and a memory clobber."""
+    fnty = ir.FunctionType(rettype, [arg.type for arg in args])
+    constraints = f"{constraints},~{{memory}}" if constraints else "~{memory}"
+    code = ir.InlineAsm(fnty, text, constraints, side_effect=True)
+    return builder.call(code, args)
+
+
+def load(builder, address, llty, sem="acquire"):
+    """``ld.<sem>.sys`` of an integer or float at ``address``."""
+    bits = llty.width if isinstance(llty, ir.IntType) else (32 if isinstance(llty, ir.FloatType) else 64)
+    kind = "f" if not isinstance(llty, ir.IntType) else "b"
+    if isinstance(llty, ir.IntType) and bits == 8:
+        # 8-bit values travel in 16-bit registers
+        value = asm(builder, i16, f"ld.{sem}.sys.u8 $0, [$1];", "=h,l", [address])
+        return builder.trunc(value, i8)
+    return asm(builder, llty, f"ld.{sem}.sys.{kind}{bits} $0, [$1];", f"={_reg(llty)},l", [address])
+
+
+def store(builder, address, value, sem="release"):
+    """``st.<sem>.sys`` of ``value`` at ``address``."""
+    llty = value.type
+    if isinstance(llty, ir.IntType) and llty.width == 8:
+        wide = builder.zext(value, i16)
+        asm(builder, ir.VoidType(), f"st.{sem}.sys.u8 [$0], $1;", "l,h", [address, wide])
+        return
+    bits = llty.width if isinstance(llty, ir.IntType) else (32 if isinstance(llty, ir.FloatType) else 64)
+    kind = "f" if not isinstance(llty, ir.IntType) else "b"
+    asm(builder, ir.VoidType(), f"st.{sem}.sys.{kind}{bits} [$0], $1;", f"l,{_reg(llty)}",
+        [address, value])
+
+
+def atomic(builder, op, ptx_type, address, value, compare=None, fetch=True):
+    """``atom.relaxed.sys.<op>.<type>`` (or ``red`` when the result is unused)."""
+    llty = value.type
+    reg = _reg(llty)
+    if compare is not None:
+        return asm(builder, llty, f"atom.relaxed.sys.cas.{ptx_type} $0, [$1], $2, $3;",
+                   f"={reg},l,{reg},{reg}", [address, compare, value])
+    if fetch:
+        return asm(builder, llty, f"atom.relaxed.sys.{op}.{ptx_type} $0, [$1], $2;",
+                   f"={reg},l,{reg}", [address, value])
+    asm(builder, ir.VoidType(), f"red.relaxed.sys.{op}.{ptx_type} [$0], $1;", f"l,{reg}",
+        [address, value])
+    return None
+
+
+def fence(builder, sem="sc"):
+    """``fence.<sem>.sys``: ``acq_rel`` orders, ``sc`` also completes."""
+    asm(builder, ir.VoidType(), f"fence.{sem}.sys;", "", [])
+
+
+def nanosleep(builder, nanoseconds):
+    asm(builder, ir.VoidType(), "nanosleep.u32 $0;", "r", [nanoseconds])
+
+
+def globaltimer(builder):
+    return asm(builder, i64, "mov.u64 $0, %globaltimer;", "=l", [])
+
+
+def trap(builder):
+    asm(builder, ir.VoidType(), "trap;", "", [])

@@ -1,0 +1,155 @@
+"""The device API: one-sided RMA, signals, atomics, point-to-point sync, ordering.
+
+Every name here is one Python function. Inside a ``@cuda.jit`` kernel on the
+GPU it compiles to inline PTX (``_cuda/_device.py``); on the simulator the
+kernel calls it as Python (``_sim/_device.py``). Element operations (``p``,
+``g``, atomics, signals, waits) act on element 0 of the array they are given,
+so ``x[i:i + 1]`` addresses element ``i``.
+"""
+
+import inspect
+
+from ._errors import ShmemUsageError
+
+SIGNAL_SET = 0
+SIGNAL_ADD = 1
+
+CMP_EQ = 0
+CMP_NE = 1
+CMP_GT = 2
+CMP_LE = 3
+CMP_LT = 4
+CMP_GE = 5
+
+_SCOPES = {"": "Thread scope.", "_warp": "Warp scope: every thread of the warp calls it "
+           "with the same arguments.", "_block": "Block scope: every thread of the block calls "
+           "it with the same arguments."}
+
+_PUT = ("Copy ``source`` (any device array) into ``dest`` (symmetric) on PE ``pe``; "
+        "``source.size`` elements. {blocking}")
+_GET = ("Copy ``source`` (symmetric) on PE ``pe`` into ``dest`` (any device array); "
+        "``dest.size`` elements. {blocking}")
+_PUT_SIGNAL = ("Copy ``source`` into ``dest`` on PE ``pe``, then update the signal ``sig`` there "
+               "with ``value`` by ``sig_op`` (SIGNAL_SET or SIGNAL_ADD). Whoever sees the "
+               "signal sees the data. {blocking}")
+_BLOCKING = "Returns when ``source`` may be reused; ``quiet()`` completes it at the target."
+_NBI = "Non-blocking: returns at once; ``quiet()`` completes it."
+
+#: name -> (parameters, docstring)
+TABLE = {
+    "p": ("dest value pe", "Thread scope. Store ``value`` into ``dest[0]`` on PE ``pe``."),
+    "g": ("source pe", "Thread scope. Return ``source[0]`` on PE ``pe``."),
+    "iput": ("dest source dst_stride src_stride nelems pe",
+             "Thread scope. Strided put: ``dest[i * dst_stride] = source[i * src_stride]`` on PE "
+             "``pe`` for ``i < nelems``. " + _BLOCKING),
+    "iget": ("dest source dst_stride src_stride nelems pe",
+             "Thread scope. Strided get: ``dest[i * dst_stride] = source[i * src_stride]`` of PE "
+             "``pe``'s ``source``, for ``i < nelems``. Returns with the data in ``dest``."),
+    "signal_op": ("sig value sig_op pe",
+                  "Thread scope. Update ``sig[0]`` (uint64) on PE ``pe`` by ``sig_op`` "
+                  "(SIGNAL_SET or SIGNAL_ADD), atomically."),
+    "signal_fetch": ("sig", "Thread scope. Return this PE's ``sig[0]``, read atomically."),
+    "signal_wait_until": ("sig cmp value",
+                          "Thread scope. Wait until this PE's ``sig[0]`` compares ``cmp`` "
+                          "(CMP_EQ, ...) to ``value``; return the value seen. Data put with "
+                          "the signal is visible when it returns."),
+    "wait_until": ("ivar cmp value",
+                   "Thread scope. Wait until this PE's ``ivar[0]`` compares ``cmp`` to ``value``."),
+    "wait_until_all": ("ivars status cmp value",
+                       "Thread scope. Wait until every ``ivars[i]`` whose ``status[i]`` is 0 "
+                       "compares ``cmp`` to ``value``."),
+    "wait_until_any": ("ivars status cmp value",
+                       "Thread scope. Wait until some ``ivars[i]`` with ``status[i] == 0`` "
+                       "compares ``cmp`` to ``value``; return such an ``i``."),
+    "wait_until_some": ("ivars indices status cmp value",
+                        "Thread scope. Wait until at least one ``ivars[i]`` with "
+                        "``status[i] == 0`` compares ``cmp`` to ``value``; write every such "
+                        "``i`` into ``indices`` and return how many."),
+    "wait_until_all_vector": ("ivars status cmp values",
+                              "Thread scope. ``wait_until_all`` with one value per element."),
+    "wait_until_any_vector": ("ivars status cmp values",
+                              "Thread scope. ``wait_until_any`` with one value per element."),
+    "wait_until_some_vector": ("ivars indices status cmp values",
+                               "Thread scope. ``wait_until_some`` with one value per element."),
+    "test": ("ivar cmp value",
+             "Thread scope. Return 1 if this PE's ``ivar[0]`` compares ``cmp`` to ``value``, else 0."),
+    "test_all": ("ivars status cmp value",
+                 "Thread scope. Return 1 if every ``ivars[i]`` with ``status[i] == 0`` compares "
+                 "``cmp`` to ``value``, else 0."),
+    "test_any": ("ivars status cmp value",
+                 "Thread scope. Return an ``i`` with ``status[i] == 0`` whose ``ivars[i]`` "
+                 "compares ``cmp`` to ``value``, or -1."),
+    "test_some": ("ivars indices status cmp value",
+                  "Thread scope. Write every ``i`` with ``status[i] == 0`` whose ``ivars[i]`` "
+                  "compares ``cmp`` to ``value`` into ``indices``; return how many."),
+    "fence": ("", "Thread scope. Order this PE's puts, atomics and signals to each PE: those "
+                  "issued before arrive before those issued after."),
+    "quiet": ("", "Thread scope. Complete every put, atomic and signal this PE issued, "
+                  "non-blocking ones included."),
+}
+
+for _scope, _scope_doc in _SCOPES.items():
+    for _nbi in ("", "_nbi"):
+        _blocking = _NBI if _nbi else _BLOCKING
+        TABLE[f"put{_scope}{_nbi}"] = ("dest source pe",
+                                       f"{_scope_doc} {_PUT.format(blocking=_blocking)}")
+        TABLE[f"get{_scope}{_nbi}"] = ("dest source pe", f"{_scope_doc} " + _GET.format(
+            blocking=_NBI if _nbi else "Returns with the data in ``dest``."))
+        TABLE[f"put_signal{_scope}{_nbi}"] = (
+            "dest source sig value sig_op pe",
+            f"{_scope_doc} {_PUT_SIGNAL.format(blocking=_blocking)}")
+
+#: atomic name -> (parameters, what it does); types: int32, uint32, int64, uint64,
+#: and float32/float64 for fetch, set, swap, add and fetch_add
+ATOMICS = {
+    "atomic_fetch": ("source pe", "Return ``source[0]`` on PE ``pe``, read atomically."),
+    "atomic_set": ("dest value pe", "Set ``dest[0]`` on PE ``pe`` to ``value``, atomically."),
+    "atomic_swap": ("dest value pe", "Set ``dest[0]`` on PE ``pe`` to ``value``; return the old value."),
+    "atomic_compare_swap": ("dest cond value pe",
+                            "If ``dest[0]`` on PE ``pe`` equals ``cond``, set it to ``value``; "
+                            "return the old value."),
+    "atomic_inc": ("dest pe", "Add 1 to ``dest[0]`` on PE ``pe``."),
+    "atomic_fetch_inc": ("dest pe", "Add 1 to ``dest[0]`` on PE ``pe``; return the old value."),
+    "atomic_add": ("dest value pe", "Add ``value`` to ``dest[0]`` on PE ``pe``."),
+    "atomic_fetch_add": ("dest value pe", "Add ``value`` to ``dest[0]`` on PE ``pe``; return the old value."),
+    "atomic_and": ("dest value pe", "``dest[0] &= value`` on PE ``pe``."),
+    "atomic_fetch_and": ("dest value pe", "``dest[0] &= value`` on PE ``pe``; return the old value."),
+    "atomic_or": ("dest value pe", "``dest[0] |= value`` on PE ``pe``."),
+    "atomic_fetch_or": ("dest value pe", "``dest[0] |= value`` on PE ``pe``; return the old value."),
+    "atomic_xor": ("dest value pe", "``dest[0] ^= value`` on PE ``pe``."),
+    "atomic_fetch_xor": ("dest value pe", "``dest[0] ^= value`` on PE ``pe``; return the old value."),
+}
+for _name, (_params, _doc) in ATOMICS.items():
+    TABLE[_name] = (_params, "Thread scope. " + _doc + " Unordered with other operations "
+                    "except through fence() and quiet().")
+
+
+def _simulator_module(name):
+    import threading
+
+    from . import _runtime
+
+    runtime = _runtime.require(name)
+    # on the simulator, kernels run on its block threads; anything else is the host
+    if runtime.backend != "sim" or not hasattr(threading.current_thread(), "blockIdx"):
+        raise ShmemUsageError(
+            f"shmem.{name}() is a device function: call it inside a @cuda.jit kernel")
+    from ._sim import _device
+
+    return _device
+
+
+def _make(name, params, doc):
+    def device_function(*args):
+        return getattr(_simulator_module(name), name)(*args)
+
+    device_function.__name__ = device_function.__qualname__ = name
+    device_function.__doc__ = doc
+    device_function.__module__ = "numba_shmem"
+    device_function.__signature__ = inspect.Signature(
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in params.split()])
+    return device_function
+
+
+FUNCTIONS = {name: _make(name, params, doc) for name, (params, doc) in TABLE.items()}
+globals().update(FUNCTIONS)

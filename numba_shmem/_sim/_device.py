@@ -1,0 +1,338 @@
+"""The device API on the simulator: plain Python over the shared-memory heaps.
+
+numba's simulator runs each CUDA thread as a Python thread and the blocks one
+after another. Stores land in shared memory at once, so puts complete when they
+return and fence/quiet have nothing to wait for; atomics lock the target PE's
+heap against this process's threads and every other process.
+"""
+
+import operator
+import threading
+import time
+
+import numpy as np
+
+from .. import _device_api as api
+from .._arrays import peer_array
+from .._errors import ShmemTimeoutError, ShmemUsageError
+from .._runtime import require
+from ._heap import host_array
+
+_COMPARE = {
+    api.CMP_EQ: ("CMP_EQ", operator.eq), api.CMP_NE: ("CMP_NE", operator.ne),
+    api.CMP_GT: ("CMP_GT", operator.gt), api.CMP_LE: ("CMP_LE", operator.le),
+    api.CMP_LT: ("CMP_LT", operator.lt), api.CMP_GE: ("CMP_GE", operator.ge),
+}
+_SIGNAL_OPS = {api.SIGNAL_SET: "SIGNAL_SET", api.SIGNAL_ADD: "SIGNAL_ADD"}
+_ATOMIC_TYPES = {np.dtype(t) for t in (np.int32, np.uint32, np.int64, np.uint64)}
+_FLOAT_OK = {"atomic_fetch", "atomic_set", "atomic_swap", "atomic_add", "atomic_fetch_add"}
+
+
+def _remote(arr, pe):
+    return host_array(peer_array(arr, pe))
+
+
+def _compare(name, cmp):
+    try:
+        return _COMPARE[cmp][1]
+    except (KeyError, TypeError):
+        raise ShmemUsageError(f"{name}: cmp={cmp!r} is not one of shmem.CMP_EQ, CMP_NE, CMP_GT, "
+                              "CMP_LE, CMP_LT, CMP_GE") from None
+
+
+def _cast(value, dtype):
+    return np.array(value).astype(dtype)[()]
+
+
+# -- cooperative scope ---------------------------------------------------------
+
+_warp_barriers = {}
+_warp_lock = threading.Lock()
+
+
+def _thread():
+    """(linear thread id in the block, threads in the block, the simulator thread)."""
+    thread = threading.current_thread()
+    dim = thread._manager._block_dim
+    return thread.thread_id, dim[0] * dim[1] * dim[2], thread
+
+
+def _scope_sync(scope):
+    if scope == "":
+        return
+    tid, nthreads, thread = _thread()
+    if scope == "_block":
+        thread.syncthreads()
+        return
+    warp = tid // 32
+    members = min(32, nthreads - warp * 32)
+    key = (id(thread._manager), tuple(thread.blockIdx), warp)
+    with _warp_lock:
+        barrier = _warp_barriers.setdefault(key, threading.Barrier(members))
+    barrier.wait()
+
+
+def _leader(scope):
+    tid, _n, _t = _thread()
+    return scope == "" or (tid if scope == "_block" else tid % 32) == 0
+
+
+def _cooperative(scope, action):
+    """Run ``action`` once for the warp or block (or for this thread), with the
+    scope's threads synchronized before and after."""
+    _scope_sync(scope)
+    if _leader(scope):
+        action()
+    _scope_sync(scope)
+
+
+# -- RMA -----------------------------------------------------------------------
+
+def p(dest, value, pe):
+    remote = _remote(dest, pe)
+    remote[0] = _cast(value, remote.dtype)
+
+
+def g(source, pe):
+    return _remote(source, pe)[0]
+
+
+def _put(dest, source, pe):
+    src = host_array(source).reshape(-1)
+    _remote(dest, pe).reshape(-1)[:src.size] = src
+
+
+def _get(dest, source, pe):
+    dst = host_array(dest).reshape(-1)
+    dst[:] = _remote(source, pe).reshape(-1)[:dst.size]
+
+
+def iput(dest, source, dst_stride, src_stride, nelems, pe):
+    remote = _remote(dest, pe).reshape(-1)
+    remote[:nelems * dst_stride:dst_stride] = host_array(source).reshape(-1)[:nelems * src_stride:src_stride]
+
+
+def iget(dest, source, dst_stride, src_stride, nelems, pe):
+    local = host_array(dest).reshape(-1)
+    local[:nelems * dst_stride:dst_stride] = _remote(source, pe).reshape(-1)[:nelems * src_stride:src_stride]
+
+
+def _signal(sig, value, sig_op, pe):
+    if sig_op not in _SIGNAL_OPS:
+        raise ShmemUsageError(f"sig_op={sig_op!r} is not shmem.SIGNAL_SET or shmem.SIGNAL_ADD")
+    remote = _remote(sig, pe)
+    with require("signal_op").heap.backend.locked(pe):
+        if sig_op == api.SIGNAL_SET:
+            remote[0] = _cast(value, np.uint64)
+        else:
+            remote[0:1] += np.array([value]).astype(np.uint64)
+
+
+def signal_op(sig, value, sig_op, pe):
+    _signal(sig, value, sig_op, pe)
+
+
+def signal_fetch(sig):
+    return host_array(sig)[0]
+
+
+def _make_rma(scope, nbi):
+    def put(dest, source, pe):
+        _cooperative(scope, lambda: _put(dest, source, pe))
+
+    def get(dest, source, pe):
+        _cooperative(scope, lambda: _get(dest, source, pe))
+
+    def put_signal(dest, source, sig, value, sig_op, pe):
+        def both():
+            _put(dest, source, pe)
+            _signal(sig, value, sig_op, pe)
+        _cooperative(scope, both)
+
+    return {f"put{scope}{nbi}": put, f"get{scope}{nbi}": get,
+            f"put_signal{scope}{nbi}": put_signal}
+
+
+for _scope in ("", "_warp", "_block"):
+    for _nbi in ("", "_nbi"):
+        globals().update(_make_rma(_scope, _nbi))
+
+
+def fence():
+    pass  # stores reach shared memory in program order
+
+
+def quiet():
+    pass  # every put is complete when it returns
+
+
+# -- waits ---------------------------------------------------------------------
+
+def _wait(name, ready, describe):
+    """Spin with back-off until ``ready()``; past the wait timeout, an error
+    saying which PE waited on what."""
+    runtime = require(name)
+    timeout = runtime.config.wait_timeout
+    start = time.monotonic()
+    pause = 1e-6
+    while True:
+        result = ready()
+        if result is not None:
+            return result
+        waited = time.monotonic() - start
+        if timeout and waited > timeout:
+            raise ShmemTimeoutError(
+                f"PE {runtime.bootstrap.rank} waited {waited:.0f} s in shmem.{name} for "
+                f"{describe()}; raise NUMBA_SHMEM_WAIT_TIMEOUT if the job is only slow")
+        time.sleep(pause)
+        pause = min(pause * 2, 1e-3)
+
+
+def _where(arr, index=0):
+    offset = require("wait").heap.offset_of(arr, "wait") + index * host_array(arr).itemsize
+    return f"heap offset {offset}"
+
+
+def signal_wait_until(sig, cmp, value):
+    local = host_array(sig)
+    test_fn = _compare("signal_wait_until", cmp)
+    target = _cast(value, np.uint64)
+    return _wait("signal_wait_until", lambda: local[0] if test_fn(local[0], target) else None,
+                 lambda: f"the signal at {_where(sig)} to be {_COMPARE[cmp][0]} {target}; "
+                         f"last value seen {local[0]}")
+
+
+def wait_until(ivar, cmp, value):
+    local = host_array(ivar)
+    test_fn = _compare("wait_until", cmp)
+    target = _cast(value, local.dtype)
+    _wait("wait_until", lambda: True if test_fn(local[0], target) else None,
+          lambda: f"the value at {_where(ivar)} to be {_COMPARE[cmp][0]} {target}; last value "
+                  f"seen {local[0]}")
+
+
+def _matches(name, ivars, status, cmp, values):
+    local = host_array(ivars).reshape(-1)
+    test_fn = _compare(name, cmp)
+    mask = host_array(status).reshape(-1)[:local.size] == 0 if status is not None else \
+        np.ones(local.size, bool)
+    wanted = np.broadcast_to(np.array(values).astype(local.dtype), local.shape)
+    hits = [i for i in range(local.size) if mask[i] and test_fn(local[i], wanted[i])]
+    return local, mask, hits
+
+
+def _describe_many(name, ivars, status, cmp, values):
+    def describe():
+        local, mask, _hits = _matches(name, ivars, status, cmp, values)
+        return (f"{int(mask.sum())} values from {_where(ivars)} to be {_COMPARE[cmp][0]} "
+                f"{values}; last values seen {local.tolist()}")
+    return describe
+
+
+def _wait_all(name, ivars, status, cmp, values):
+    def ready():
+        _local, mask, hits = _matches(name, ivars, status, cmp, values)
+        return True if len(hits) == int(mask.sum()) else None
+    _wait(name, ready, _describe_many(name, ivars, status, cmp, values))
+
+
+def _wait_any(name, ivars, status, cmp, values):
+    def ready():
+        _local, _mask, hits = _matches(name, ivars, status, cmp, values)
+        return hits[0] if hits else None
+    return _wait(name, ready, _describe_many(name, ivars, status, cmp, values))
+
+
+def _wait_some(name, ivars, indices, status, cmp, values):
+    def ready():
+        _local, _mask, hits = _matches(name, ivars, status, cmp, values)
+        return hits or None
+    hits = _wait(name, ready, _describe_many(name, ivars, status, cmp, values))
+    host_array(indices).reshape(-1)[:len(hits)] = hits
+    return len(hits)
+
+
+def wait_until_all(ivars, status, cmp, value):
+    _wait_all("wait_until_all", ivars, status, cmp, value)
+
+
+def wait_until_any(ivars, status, cmp, value):
+    return _wait_any("wait_until_any", ivars, status, cmp, value)
+
+
+def wait_until_some(ivars, indices, status, cmp, value):
+    return _wait_some("wait_until_some", ivars, indices, status, cmp, value)
+
+
+def wait_until_all_vector(ivars, status, cmp, values):
+    _wait_all("wait_until_all_vector", ivars, status, cmp, host_array(values))
+
+
+def wait_until_any_vector(ivars, status, cmp, values):
+    return _wait_any("wait_until_any_vector", ivars, status, cmp, host_array(values))
+
+
+def wait_until_some_vector(ivars, indices, status, cmp, values):
+    return _wait_some("wait_until_some_vector", ivars, indices, status, cmp, host_array(values))
+
+
+def test(ivar, cmp, value):
+    local = host_array(ivar)
+    return int(_compare("test", cmp)(local[0], _cast(value, local.dtype)))
+
+
+def test_all(ivars, status, cmp, value):
+    _local, mask, hits = _matches("test_all", ivars, status, cmp, value)
+    return int(len(hits) == int(mask.sum()))
+
+
+def test_any(ivars, status, cmp, value):
+    _local, _mask, hits = _matches("test_any", ivars, status, cmp, value)
+    return hits[0] if hits else -1
+
+
+def test_some(ivars, indices, status, cmp, value):
+    _local, _mask, hits = _matches("test_some", ivars, status, cmp, value)
+    host_array(indices).reshape(-1)[:len(hits)] = hits
+    return len(hits)
+
+
+# -- atomics -------------------------------------------------------------------
+
+_UPDATES = {
+    "fetch": None, "set": lambda old, v: v, "swap": lambda old, v: v,
+    "inc": lambda old, v: old + np.array(1).astype(old.dtype),
+    "add": lambda old, v: old + v, "and": lambda old, v: old & v,
+    "or": lambda old, v: old | v, "xor": lambda old, v: old ^ v,
+}
+
+
+def _atomic(name, dest, pe, value=0, cond=None):
+    remote = _remote(dest, pe)
+    dtype = remote.dtype
+    if dtype not in _ATOMIC_TYPES and not (name in _FLOAT_OK and dtype.kind == "f"):
+        raise ShmemUsageError(f"shmem.{name}: dtype {dtype} is not supported; use int32, uint32, "
+                              "int64 or uint64" + (" (or a float)" if name in _FLOAT_OK else ""))
+    op = name.replace("atomic_", "").replace("fetch_", "")
+    with np.errstate(over="ignore"), require(name).heap.backend.locked(pe):
+        old = remote[0:1].copy()
+        if op == "compare_swap":
+            if old[0] == _cast(cond, dtype):
+                remote[0] = _cast(value, dtype)
+        elif _UPDATES[op] is not None:
+            remote[0:1] = _UPDATES[op](old, np.array([value]).astype(dtype))
+    return old[0]
+
+
+def _make_atomic(name, params):
+    if params == "source pe":
+        return lambda source, pe: _atomic(name, source, pe)
+    if params == "dest pe":
+        return lambda dest, pe: _atomic(name, dest, pe)
+    if params == "dest cond value pe":
+        return lambda dest, cond, value, pe: _atomic(name, dest, pe, value, cond)
+    return lambda dest, value, pe: _atomic(name, dest, pe, value)
+
+
+for _name, (_params, _doc) in api.ATOMICS.items():
+    globals()[_name] = _make_atomic(_name, _params)

@@ -1,0 +1,234 @@
+"""The device API from inside kernels, on every PE, checked on the host.
+
+    device_api.py CHECK [CHECK ...]
+
+Prints ``PE n: CHECK ok`` for each check that passed; a failed check raises.
+"""
+
+import sys
+
+import numpy as np
+from numba import cuda
+
+import numba_shmem as shmem
+
+N = 300  # elements per transfer: not a multiple of the vector width
+
+
+@cuda.jit
+def rma_thread(dest, source, got, single, strided, gathered):
+    me = shmem.my_pe()
+    npes = shmem.n_pes()
+    right = (me + 1) % npes
+    left = (me - 1 + npes) % npes
+    if cuda.threadIdx.x == 0 and cuda.blockIdx.x == 0:
+        shmem.put(dest, source, right)
+        shmem.p(single, me + 100, right)
+        shmem.iput(strided, source, 2, 3, 10, right)
+        shmem.quiet()
+
+
+@cuda.jit
+def rma_get(dest, source, got, single, gathered):
+    me = shmem.my_pe()
+    npes = shmem.n_pes()
+    left = (me - 1 + npes) % npes
+    if cuda.threadIdx.x == 0 and cuda.blockIdx.x == 0:
+        shmem.get(got, source, left)
+        single[1] = shmem.g(single, left)
+        shmem.iget(gathered, source, 1, 2, 8, left)
+
+
+@cuda.jit
+def rma_cooperative(dest_warp, dest_block, dest_nbi, source, got_block):
+    me = shmem.my_pe()
+    npes = shmem.n_pes()
+    right = (me + 1) % npes
+    left = (me - 1 + npes) % npes
+    if cuda.threadIdx.x < 32:
+        shmem.put_warp(dest_warp, source, right)
+    shmem.put_block(dest_block, source, right)
+    shmem.put_block_nbi(dest_nbi, source, right)
+    shmem.quiet()
+    shmem.get_block(got_block, source, left)
+
+
+def check_rma(me, n):
+    right, left = (me + 1) % n, (me - 1) % n
+    source = shmem.array(N, np.float64)
+    source.copy_to_device(np.arange(N, dtype=np.float64) + 1000 * me)
+    dest = shmem.zeros(N, np.float64)
+    single = shmem.zeros(2, np.int64)
+    strided = shmem.zeros(20, np.float64)
+    got = cuda.device_array(N, np.float64)
+    gathered = cuda.to_device(np.zeros(8))
+    shmem.barrier_all()
+    rma_thread[1, 32](dest, source, got, single, strided, gathered)
+    shmem.barrier_all()
+    rma_get[1, 32](dest, source, got, single, gathered)
+    mine = np.arange(N) + 1000 * left
+    theirs = np.arange(N) + 1000 * left
+    assert (dest.copy_to_host() == mine).all()
+    assert (got.copy_to_host() == theirs).all()
+    s = single.copy_to_host()
+    assert s[0] == left + 100 and s[1] == ((left - 1) % n) + 100, s
+    expected = np.zeros(20)
+    expected[0:20:2] = (np.arange(N) + 1000 * left)[0:30:3]
+    assert (strided.copy_to_host() == expected).all()
+    assert (gathered.copy_to_host() == (np.arange(N) + 1000 * left)[0:16:2]).all()
+    # warp and block scope, non-blocking
+    outs = [shmem.zeros(N, np.float64) for _ in range(3)]
+    got_block = cuda.device_array(N, np.float64)
+    shmem.barrier_all()
+    rma_cooperative[1, 64](*outs, source, got_block)
+    shmem.barrier_all()
+    for out in outs:
+        assert (out.copy_to_host() == mine).all()
+    assert (got_block.copy_to_host() == theirs).all()
+    del right
+
+
+@cuda.jit
+def ring_signal(data, source, sig, ack, rounds, seen):
+    me = shmem.my_pe()
+    npes = shmem.n_pes()
+    right = (me + 1) % npes
+    left = (me - 1 + npes) % npes
+    for r in range(rounds):
+        if r > 0 and cuda.threadIdx.x == 0:
+            # the right neighbour has checked the previous round
+            shmem.signal_wait_until(ack, shmem.CMP_GE, r)
+        cuda.syncthreads()
+        # every element carries the round number: when the signal says round r
+        # arrived, all of round r must be there
+        for i in range(cuda.threadIdx.x, source.size, cuda.blockDim.x):
+            source[i] = r * 1000000 + me * 1000 + i
+        cuda.syncthreads()
+        shmem.put_signal_block(data, source, sig, r + 1, shmem.SIGNAL_SET, right)
+        if cuda.threadIdx.x == 0:
+            shmem.signal_wait_until(sig, shmem.CMP_GE, r + 1)
+        cuda.syncthreads()
+        for i in range(cuda.threadIdx.x, data.size, cuda.blockDim.x):
+            if data[i] != r * 1000000 + left * 1000 + i:
+                seen[0] = 1
+        cuda.syncthreads()
+        if cuda.threadIdx.x == 0:
+            shmem.signal_op(ack, 1, shmem.SIGNAL_ADD, left)
+
+
+def check_signal(me, n):
+    data = shmem.zeros(N, np.int64)
+    source = cuda.device_array(N, np.int64)
+    sig = shmem.zeros(1, np.uint64)
+    ack = shmem.zeros(1, np.uint64)
+    seen = cuda.to_device(np.zeros(1, np.int64))
+    shmem.barrier_all()
+    ring_signal[1, 32](data, source, sig, ack, 4, seen)
+    shmem.barrier_all()
+    assert seen.copy_to_host()[0] == 0, "a signal arrived before its data"
+
+
+@cuda.jit
+def contend(counter, fetched, added, bits, pe0_value):
+    tid = cuda.grid(1)
+    me = shmem.my_pe()
+    fetched[tid] = shmem.atomic_fetch_inc(counter[0:1], 0)
+    shmem.atomic_add(counter[1:2], tid + 1, 0)
+    shmem.atomic_add(added[0:1], 1.5, 0)
+    shmem.atomic_or(bits[0:1], np.uint64(1) << np.uint64((me * 13 + tid) % 64), 0)
+    if tid == 0:
+        pe0_value[0] = shmem.atomic_fetch(counter[1:2], 0)
+
+
+@cuda.jit
+def cas_chain(counter, got, rounds):
+    # every thread of every PE takes `rounds` distinct tickets with compare_swap
+    tid = cuda.grid(1)
+    for r in range(rounds):
+        while True:
+            old = shmem.atomic_fetch(counter[2:3], 0)
+            if shmem.atomic_compare_swap(counter[2:3], old, old + 1, 0) == old:
+                got[tid * rounds + r] = old
+                break
+
+
+def check_atomics(me, n, threads=64, rounds=3):
+    counter = shmem.zeros(3, np.int64)
+    added = shmem.zeros(1, np.float64)
+    bits = shmem.zeros(1, np.uint64)
+    fetched = cuda.device_array(threads, np.int64)
+    pe0_value = cuda.device_array(1, np.int64)
+    got = cuda.device_array(threads * rounds, np.int64)
+    shmem.barrier_all()
+    contend[1, threads](counter, fetched, added, bits, pe0_value)
+    cas_chain[1, threads](counter, got, rounds)
+    shmem.barrier_all()
+    everything = shmem.zeros((n, threads * (rounds + 1)), np.int64)
+    row = np.concatenate([fetched.copy_to_host(), got.copy_to_host()])
+    shmem.peer_array(everything, 0)[me].copy_to_device(row)
+    shmem.barrier_all()
+    if me == 0:
+        c = counter.copy_to_host()
+        assert c[0] == n * threads, c
+        assert c[1] == n * threads * (threads + 1) // 2, c
+        assert c[2] == n * threads * rounds, c
+        assert added.copy_to_host()[0] == 1.5 * n * threads
+        table = everything.copy_to_host()
+        tickets = np.sort(table[:, :threads].reshape(-1))
+        assert (tickets == np.arange(n * threads)).all(), "fetch_inc gave a duplicate"
+        chain = np.sort(table[:, threads:].reshape(-1))
+        assert (chain == np.arange(n * threads * rounds)).all(), "compare_swap chain broke"
+        expected_bits = 0
+        for pe in range(n):
+            for tid in range(threads):
+                expected_bits |= 1 << ((pe * 13 + tid) % 64)
+        assert int(bits.copy_to_host()[0]) == expected_bits
+
+
+@cuda.jit
+def waits(flags, status, indices, values, out):
+    me = shmem.my_pe()
+    npes = shmem.n_pes()
+    if cuda.threadIdx.x == 0:
+        for pe in range(npes):
+            shmem.atomic_set(flags[me:me + 1], me + 1, pe)
+        shmem.wait_until_all(flags, status, shmem.CMP_GT, 0)
+        out[0] = shmem.test_all(flags, status, shmem.CMP_GT, 0)
+        out[1] = shmem.wait_until_any(flags, status, shmem.CMP_EQ, npes)
+        out[2] = shmem.wait_until_some(flags, indices, status, shmem.CMP_GE, 2)
+        out[3] = shmem.test_any(flags, status, shmem.CMP_LT, 0)
+        out[4] = shmem.test_some(flags, indices, status, shmem.CMP_NE, 1)
+        shmem.wait_until_all_vector(flags, status, shmem.CMP_EQ, values)
+        out[5] = shmem.test(flags, shmem.CMP_EQ, 1)
+        shmem.wait_until(flags[npes - 1:npes], shmem.CMP_EQ, npes)
+
+
+def check_waits(me, n):
+    flags = shmem.zeros(n, np.int64)
+    status = cuda.to_device(np.zeros(n, np.int32))
+    indices = cuda.to_device(np.zeros(n, np.int64))
+    values = cuda.to_device(np.arange(1, n + 1, dtype=np.int64))
+    out = cuda.to_device(np.zeros(6, np.int64))
+    shmem.barrier_all()
+    waits[1, 1](flags, status, indices, values, out)
+    shmem.barrier_all()
+    o = out.copy_to_host()
+    assert o[0] == 1 and o[1] == n - 1 and o[2] == n - 1 and o[3] == -1, o
+    assert o[4] == n - 1 and o[5] == 1, o
+
+
+CHECKS = {"rma": check_rma, "signal": check_signal, "atomics": check_atomics, "waits": check_waits}
+
+
+def main():
+    shmem.init()
+    me, n = shmem.my_pe(), shmem.n_pes()
+    for name in sys.argv[1:]:
+        CHECKS[name](me, n)
+        shmem.barrier_all()
+        sys.stdout.write(f"PE {me}: {name} ok\n")
+    shmem.finalize()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Trigger one device-API error and print it (see errors.py for the protocol)."""
+
+import sys
+
+import numpy as np
+from numba import cuda
+
+import numba_shmem as shmem
+
+
+@cuda.jit
+def wait_kernel(sig):
+    shmem.signal_wait_until(sig, shmem.CMP_GE, 5)
+
+
+@cuda.jit
+def bad_cmp_kernel(ivar):
+    shmem.wait_until(ivar, 42, 1)
+
+
+@cuda.jit
+def bad_sig_op_kernel(sig):
+    shmem.signal_op(sig, 1, 7, 0)
+
+
+@cuda.jit
+def float_and_kernel(x):
+    shmem.atomic_and(x, 1, 0)
+
+
+@cuda.jit
+def wait_all_kernel(ivars, status):
+    shmem.wait_until_all(ivars, status, shmem.CMP_EQ, 1)
+
+
+def main():
+    scenario = sys.argv[1]
+    shmem.init()
+    try:
+        if scenario == "host_call":
+            arr = shmem.zeros(4, np.float64)
+            shmem.put(arr, arr, 0)
+        elif scenario == "bad_cmp":
+            bad_cmp_kernel[1, 1](shmem.zeros(1, np.int64))
+        elif scenario == "bad_sig_op":
+            bad_sig_op_kernel[1, 1](shmem.zeros(1, np.uint64))
+        elif scenario == "atomic_float_and":
+            float_and_kernel[1, 1](shmem.zeros(1, np.float32))
+        elif scenario in ("signal_timeout", "debug_timeout"):
+            sig = shmem.zeros(1, np.uint64)
+            sig.copy_to_device(np.array([2], np.uint64))
+            wait_kernel[1, 1](sig)
+            cuda.synchronize()
+        elif scenario == "wait_all_timeout":
+            ivars = shmem.zeros(2, np.int64)
+            ivars.copy_to_device(np.array([1, 0], np.int64))
+            wait_all_kernel[1, 1](ivars, cuda.to_device(np.zeros(2, np.int32)))
+        sys.stdout.write(f"NO ERROR from {scenario}\n")
+        return 1
+    except (shmem.ShmemUsageError, shmem.ShmemTimeoutError) as exc:
+        sys.stdout.write(f"EXPECTED {type(exc).__name__}: {exc}\n")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""The device API: behaviour through the launcher on both backends, the PTX it
+compiles to, and its errors."""
+
+import inspect
+import re
+
+import pytest
+
+import numba_shmem as shmem
+from conftest import BACKEND, ROOT, needs_gpu, python, shmem_run
+from numba_shmem import _device_api
+
+CHECKS = ["rma", "signal", "atomics", "waits"]
+
+
+@pytest.mark.parametrize("npes", [2, 4])
+def test_device_api_on_every_pe(npes):
+    result = shmem_run(npes, "device_api.py", *CHECKS, timeout=600,
+                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "120"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.splitlines()) == sorted(
+        f"PE {pe}: {check} ok" for pe in range(npes) for check in CHECKS)
+
+
+def test_kv_transfer_sample():
+    elements = 4096 if BACKEND == "sim" else 1 << 22
+    result = shmem_run(4, str(ROOT / "samples/kv_transfer.py"), "--elements", elements,
+                       timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert lines == [f"PE 0 (prefill) sent {elements} elements to each of 3 decode PEs"] + [
+        f"PE {pe} (decode) received {elements} elements, 0 wrong" for pe in (1, 2, 3)]
+
+
+def test_documented_signatures_are_the_real_ones():
+    for name, (params, doc) in _device_api.TABLE.items():
+        fn = getattr(shmem, name)
+        assert list(inspect.signature(fn).parameters) == params.split(), name
+        assert fn.__doc__ == doc and doc.startswith(("Thread scope", "Warp scope", "Block scope"))
+    assert inspect.signature(shmem.put).parameters.keys() == {"dest", "source", "pe"}
+
+
+@pytest.fixture(scope="module")
+def ptx():
+    result = python("ptx_device.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    sections = re.split(r"^=== (\w+)\n", result.stdout, flags=re.MULTILINE)[1:]
+    return dict(zip(sections[::2], sections[1::2]))
+
+
+def test_signal_wait_polls_with_acquire_at_system_scope_and_backs_off(ptx):
+    code = ptx["wait_signal"]
+    assert "ld.acquire.sys.b64" in code and "nanosleep.u32" in code
+    assert "ld.global.nc" not in code
+    # the acquire load is inside the loop: a branch goes back above it
+    lines = code.splitlines()
+    load = max(i for i, line in enumerate(lines) if "ld.acquire.sys" in line)
+    back = [line for line in lines[load:] if re.search(r"bra\s+\$L__BB0_\d+;", line)]
+    label = re.search(r"(\$L__BB0_\d+)", back[0]).group(1)
+    assert any(line.startswith(label + ":") for line in lines[:load]), code
+
+
+def test_signals_release_their_data(ptx):
+    assert "st.release.sys.b64" in ptx["put_signal_set"]
+    block = ptx["put_signal_add_block"]
+    assert "bar.sync" in block and "fence.sc.sys" in block
+    assert "red.release.sys.add.u64" in block
+
+
+def test_bulk_copies_use_16_byte_vectors(ptx):
+    assert "ld.v4.u32" in ptx["put_block"] and "st.v4.u32" in ptx["put_block"]
+    assert "bar.sync" in ptx["put_block"]
+
+
+def test_fence_orders_and_quiet_completes(ptx):
+    code = ptx["fence_and_quiet"]
+    assert code.index("st.relaxed.sys.b64") < code.index("fence.acq_rel.sys")
+    assert code.index("fence.acq_rel.sys") < code.rindex("st.relaxed.sys.b64")
+    assert code.rindex("st.relaxed.sys.b64") < code.index("fence.sc.sys")
+
+
+def test_atomics_are_system_scope(ptx):
+    code = ptx["atomics"]
+    for instruction in ("atom.relaxed.sys.add.u64", "red.relaxed.sys.add.u64",
+                        "atom.relaxed.sys.cas.b64", "atom.relaxed.sys.exch.b64",
+                        "red.relaxed.sys.xor.b64"):
+        assert instruction in code, instruction
+
+
+@pytest.mark.parametrize("case,message", [
+    ("atomic_and_float", "shmem.atomic_and: dtype float32 is not supported; use int32, uint32, "
+                         "int64 or uint64"),
+    ("bad_signal_dtype", "shmem.put_signal: sig must be a uint64 array, got int64"),
+    ("mismatched_put", "shmem.put: dest and source must have the same dtype, got float64 and "
+                       "float32"),
+])
+def test_typing_errors_name_the_argument(ptx, case, message):
+    assert "TypingError" in ptx[case] and message in ptx[case]
+
+
+SIM_ERRORS = [
+    ("host_call", "ShmemUsageError", r"shmem\.put\(\) is a device function: call it inside a "
+                                     r"@cuda\.jit kernel"),
+    ("bad_cmp", "ShmemUsageError", r"wait_until: cmp=42 is not one of shmem\.CMP_EQ"),
+    ("bad_sig_op", "ShmemUsageError", r"sig_op=7 is not shmem\.SIGNAL_SET or shmem\.SIGNAL_ADD"),
+    ("atomic_float_and", "ShmemUsageError", r"shmem\.atomic_and: dtype float32 is not supported"),
+    ("signal_timeout", "ShmemTimeoutError",
+     r"PE 0 waited 1 s in shmem\.signal_wait_until for the signal at heap offset 0 to be "
+     r"CMP_GE 5; last value seen 2"),
+    ("wait_all_timeout", "ShmemTimeoutError",
+     r"PE 0 waited 1 s in shmem\.wait_until_all for 2 values from heap offset 0 to be CMP_EQ 1; "
+     r"last values seen \[1, 0\]"),
+]
+
+
+@pytest.mark.skipif(BACKEND != "sim", reason="simulator errors; the GPU checks these at compile "
+                                             "time (typing) or traps (debug mode)")
+@pytest.mark.parametrize("scenario,error,message", SIM_ERRORS, ids=[s[0] for s in SIM_ERRORS])
+def test_simulator_errors(scenario, error, message):
+    result = shmem_run(1, "device_errors.py", scenario, env={"NUMBA_SHMEM_WAIT_TIMEOUT": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(rf"^EXPECTED {error}: .*{message}", result.stdout, re.MULTILINE), \
+        result.stdout + result.stderr
+
+
+@needs_gpu
+def test_debug_mode_turns_a_hang_into_a_trap_naming_the_wait():
+    result = shmem_run(1, "device_errors.py", "debug_timeout", timeout=120,
+                       env={"NUMBA_SHMEM_DEBUG": "1", "NUMBA_SHMEM_WAIT_TIMEOUT": "1"})
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert re.search(r"numba-shmem: PE 0 timed out in signal_wait_until at address \d+ waiting "
+                     r"for 5 last seen 2", output), output
