@@ -27,15 +27,20 @@ def main():
         raise SystemExit(f"benchmark failed:\n{run.stdout}\n{run.stderr}")
     r = json.loads(run.stdout.strip().splitlines()[-1])
     print(f"RMA between 2 PEs on {r['device']} (PE 0 puts into PE 1)")
-    print(f"{'bytes':>11} {'reps':>4} {'put_block GB/s':>15} {'put_nbi GB/s':>13} "
-          f"{'local kernel GB/s':>18} {'DtoD memcpy GB/s':>17} {'put/local':>9}")
+    print("GB/s of bytes delivered; each kernel repeats its copy `reps` times in one launch. "
+          "put: put_block into PE 1; nbi: put_block_nbi + quiet; self: put_block into PE 0's "
+          "own heap; local: the same kernel shape copying into cudaMalloc memory; local-heap: "
+          "into PE 0's heap; DtoD: cuMemcpyDtoD (copy engine, 5 calls).")
+    columns = (("put", "put_block_s"), ("nbi", "put_block_nbi_s"), ("self", "put_block_self_s"),
+               ("local", "local_kernel_s"), ("local-heap", "local_kernel_heap_s"),
+               ("DtoD", "memcpy_dtod_s"))
+    print(f"{'bytes':>11} {'reps':>5}" + "".join(f" {name:>10}" for name, _ in columns)
+          + f" {'put/local':>9}")
     for row in r["bandwidth"]:
         size = row["bytes"]
-        gbs = {k: size / row[k] / 1e9 for k in ("put_block_s", "put_block_nbi_s",
-                                                 "local_kernel_s", "memcpy_dtod_s")}
-        print(f"{size:>11} {row['reps']:>4} {gbs['put_block_s']:>15.1f} "
-              f"{gbs['put_block_nbi_s']:>13.1f} {gbs['local_kernel_s']:>18.1f} "
-              f"{gbs['memcpy_dtod_s']:>17.1f} {gbs['put_block_s'] / gbs['local_kernel_s']:>9.2f}")
+        gbs = {key: size / row[key] / 1e9 for _, key in columns}
+        print(f"{size:>11} {row['reps']:>5}" + "".join(f" {gbs[key]:>10.1f}" for _, key in columns)
+              + f" {gbs['put_block_s'] / gbs['local_kernel_s']:>9.2f}")
     bare, lib = r["pingpong_bare_ptx_us"], r["pingpong_put_signal_us"]
     print(f"ping-pong round trip over {r['pingpong_iters']} iterations: bare PTX {bare:.2f} us, "
           f"signal_op + signal_wait_until {lib:.2f} us ({lib / bare:.2f}x)")
@@ -52,6 +57,7 @@ def main():
         import matplotlib.pyplot as plt
         sizes = [row["bytes"] for row in r["bandwidth"]]
         for key, label in (("put_block_s", "put_block"), ("put_block_nbi_s", "put_block_nbi"),
+                           ("put_block_self_s", "put_block to self"),
                            ("local_kernel_s", "local copy kernel"),
                            ("memcpy_dtod_s", "cuMemcpyDtoD")):
             plt.plot(sizes, [row["bytes"] / row[key] / 1e9 for row in r["bandwidth"]],

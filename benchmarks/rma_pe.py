@@ -15,31 +15,37 @@ import numba_shmem as shmem
 from numba_shmem._cuda._device import _addr, _load_acquire, _now, _remote, _signal_update
 
 
+# Each kernel repeats its copy `reps` times inside one launch, so that launch
+# overhead does not count; every block copies its own contiguous chunk.
+
 @cuda.jit
-def put_blocks(dest, source, chunk):
+def put_blocks(dest, source, chunk, pe, reps):
     start = cuda.blockIdx.x * chunk
     end = min(start + chunk, source.size)
     if start < end:
-        shmem.put_block(dest[start:end], source[start:end], 1)
+        for _ in range(reps):
+            shmem.put_block(dest[start:end], source[start:end], pe)
 
 
 @cuda.jit
-def put_blocks_nbi(dest, source, chunk):
+def put_blocks_nbi(dest, source, chunk, pe, reps):
     start = cuda.blockIdx.x * chunk
     end = min(start + chunk, source.size)
     if start < end:
-        shmem.put_block_nbi(dest[start:end], source[start:end], 1)
+        for _ in range(reps):
+            shmem.put_block_nbi(dest[start:end], source[start:end], pe)
     shmem.quiet()
 
 
 @cuda.jit
-def local_copy(dest, source, chunk):
-    # the same kernel shape into local memory: what the GPU's own copy engine-free
-    # path moves, for reference beside cuMemcpyDtoD
+def local_copy(dest, source, chunk, reps):
+    # the same shape of kernel into local memory: the baseline
     start = cuda.blockIdx.x * chunk
     end = min(start + chunk, source.size)
-    for i in range(start + cuda.threadIdx.x, end, cuda.blockDim.x):
-        dest[i] = source[i]
+    for _ in range(reps):
+        for i in range(start + cuda.threadIdx.x, end, cuda.blockDim.x):
+            dest[i] = source[i]
+        cuda.syncthreads()
 
 
 WARMUP = 100
@@ -106,13 +112,27 @@ def add_throughput(counters, spread, iters):
         shmem.atomic_add(counters[slot:slot + 1], 1, 0)
 
 
-def timed(fn, reps):
-    fn()
+def timed(launch, reps):
+    """Seconds per repetition of a kernel that repeats its work ``reps`` times
+    in one launch (after a warm-up launch that also compiles it)."""
+    launch(1)
+    cuda.synchronize()
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    launch(reps)
+    stop.record()
+    stop.synchronize()
+    return cuda.event_elapsed_time(start, stop) / 1e3 / reps
+
+
+def timed_calls(call, reps):
+    """Seconds per call of a host-side operation, between two events."""
+    call()
     cuda.synchronize()
     start, stop = cuda.event(), cuda.event()
     start.record()
     for _ in range(reps):
-        fn()
+        call()
     stop.record()
     stop.synchronize()
     return cuda.event_elapsed_time(start, stop) / 1e3 / reps
@@ -128,6 +148,7 @@ def main():
     results = {"bandwidth": [], "device": name.decode() if isinstance(name, bytes) else str(name)}
     n = max_bytes // 8
     dest = shmem.zeros(n, np.float64)
+    own = shmem.zeros(n, np.float64)
     source = cuda.to_device(np.arange(n, dtype=np.float64))
     local = cuda.device_array(n, np.float64)
     blocks = 132 * 4
@@ -137,20 +158,23 @@ def main():
         count = size // 8
         chunk = max(1, -(-count // blocks))
         grid = -(-count // chunk)
-        reps = 20 if size <= (64 << 20) else 5
+        reps = max(3, min(1000, (1 << 28) // size))
         if me == 0:
-            d, s, l = dest[:count], source[:count], local[:count]
-            t_put = timed(lambda: put_blocks[grid, 256](d, s, chunk), reps)
-            t_nbi = timed(lambda: put_blocks_nbi[grid, 256](d, s, chunk), reps)
-            t_memcpy = timed(lambda: l.copy_to_device(s), reps)
-            t_kernel = timed(lambda: local_copy[grid, 256](l, s, chunk), reps)
-            results["bandwidth"].append({"bytes": size, "reps": reps, "put_block_s": t_put,
-                                         "put_block_nbi_s": t_nbi, "memcpy_dtod_s": t_memcpy,
-                                         "local_kernel_s": t_kernel})
+            d, o, s_, l_ = dest[:count], own[:count], source[:count], local[:count]
+            row = {"bytes": size, "reps": reps}
+            for key, launch in (
+                    ("put_block_s", lambda r: put_blocks[grid, 256](d, s_, chunk, 1, r)),
+                    ("put_block_nbi_s", lambda r: put_blocks_nbi[grid, 256](d, s_, chunk, 1, r)),
+                    ("put_block_self_s", lambda r: put_blocks[grid, 256](o, s_, chunk, 0, r)),
+                    ("local_kernel_s", lambda r: local_copy[grid, 256](l_, s_, chunk, r)),
+                    ("local_kernel_heap_s", lambda r: local_copy[grid, 256](o, s_, chunk, r))):
+                row[key] = timed(launch, reps)
+            row["memcpy_dtod_s"] = timed_calls(lambda: l_.copy_to_device(s_), 5)
+            results["bandwidth"].append(row)
         size *= 4
     shmem.barrier_all()
-    if me == 0:
-        assert (dest.copy_to_host()[:1024] == np.arange(1024)).all()
+    if me == 1:  # PE 0 put into PE 1's copy
+        assert (dest.copy_to_host() == np.arange(n)).all()
     shmem.barrier_all()
 
     # ping-pongs: both PEs run at once; timed inside the kernel, after a warm-up
@@ -173,8 +197,8 @@ def main():
     counters = shmem.zeros(4096, np.int64)
     shmem.barrier_all()
     if me == 0:
-        results["p_quiet_us"] = timed(lambda: p_latency[1, 1](target, 1000, out), 3) * 1e6 / 1000
-        results["fetch_add_us"] = timed(lambda: fetch_add_latency[1, 1](target, 1000, out), 3) * 1e6 / 1000
+        results["p_quiet_us"] = timed(lambda r: p_latency[1, 1](target, 1000 * r, out), 3) * 1e6 / 1000
+        results["fetch_add_us"] = timed(lambda r: fetch_add_latency[1, 1](target, 1000 * r, out), 3) * 1e6 / 1000
     shmem.barrier_all()
     threads, iters = 132 * 4 * 256, 16
     for spread in (1, 4096):

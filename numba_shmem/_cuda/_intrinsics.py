@@ -12,7 +12,7 @@ from numba.cuda.extending import lower_builtin, type_callable
 
 from .._arrays import peer_array
 from .._runtime import my_pe, n_pes
-from ._state import load_field
+from ._state import invariant, load_field
 
 _i64 = ir.IntType(64)
 
@@ -45,7 +45,7 @@ def peer_address(context, builder, address, pe):
     """The address on PE ``pe`` of the symmetric ``address`` (both i64)."""
     base = load_field(context, builder, "heap_base")
     table = builder.inttoptr(load_field(context, builder, "peer_bases"), _i64.as_pointer())
-    peer_base = builder.load(builder.gep(table, [pe], inbounds=True), align=8)
+    peer_base = invariant(builder, builder.load(builder.gep(table, [pe], inbounds=True), align=8))
     return builder.add(peer_base, builder.sub(address, base))
 
 

@@ -101,4 +101,12 @@ def load_field(context, builder, field):
     i32 = ir.IntType(32)
     address = builder.gep(variable, [i32(0), i32(offset)], inbounds=True)
     address = builder.bitcast(address, llty.as_pointer(addrspace=1))
-    return builder.load(address, align=dtype.itemsize)
+    return invariant(builder, builder.load(address, align=dtype.itemsize))
+
+
+def invariant(builder, load):
+    """Mark a load of state that no kernel changes: LLVM may then hoist it out
+    of loops (past the memory clobbers of the inline PTX) and NVVM may use the
+    read-only cache."""
+    load.set_metadata("invariant.load", builder.module.add_metadata([]))
+    return load
