@@ -73,7 +73,7 @@ def ping_pong_bare(sig, iters, out):
     me = shmem.my_pe()
     other = 1 - me
     here = _addr(sig)
-    there = _remote(sig, other)
+    there = _remote(sig, other, "ping_pong")
     for i in range(iters):
         if i == WARMUP:
             out[0] = _now()

@@ -33,18 +33,23 @@ def free(arr):
 def peer_array(arr, pe):
     """Host and device. A view of PE ``pe``'s copy of the symmetric ``arr``, for
     direct loads and stores (PEs on the same node only)."""
-    runtime = require("peer_array")
+    return peer_view(arr, pe, "peer_array")
+
+
+def peer_view(arr, pe, what):
+    """``peer_array`` for the library's own callers; errors name ``what``."""
+    runtime = require(what)
     try:
         pe = operator.index(pe)
     except TypeError:
-        raise ShmemUsageError(f"peer_array: pe must be an int, got {pe!r}") from None
+        raise ShmemUsageError(f"{what}: pe must be an int, got {pe!r}") from None
     size = runtime.bootstrap.size
     if not 0 <= pe < size:
-        raise ShmemUsageError(f"peer_array: pe={pe} is out of range for {size} PEs (0..{size - 1})")
+        raise ShmemUsageError(f"{what}: pe={pe} is out of range for {size} PEs (0..{size - 1})")
     backend = runtime.heap.backend
     if pe not in backend.bases:
         raise ShmemUsageError(
-            f"peer_array: PE {pe} is on another node; only PEs on this node "
+            f"{what}: PE {pe} is on another node; only PEs on this node "
             f"({list(backend.bases)}) can be addressed directly")
-    offset = runtime.heap.offset_of(arr, "peer_array")
+    offset = runtime.heap.offset_of(arr, what)
     return backend.view(pe, offset, arr.shape, np.dtype(arr.dtype), arr.strides)

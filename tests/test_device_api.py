@@ -40,12 +40,22 @@ def test_documented_signatures_are_the_real_ones():
     assert inspect.signature(shmem.put).parameters.keys() == {"dest", "source", "pe"}
 
 
-@pytest.fixture(scope="module")
-def ptx():
-    result = python("ptx_device.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
+def _compile_sections(debug):
+    result = python("ptx_device.py", env={"NUMBA_SHMEM_BACKEND": "cuda",
+                                          "NUMBA_SHMEM_DEBUG": "1" if debug else "0"})
     assert result.returncode == 0, result.stderr
     sections = re.split(r"^=== (\w+)\n", result.stdout, flags=re.MULTILINE)[1:]
     return dict(zip(sections[::2], sections[1::2]))
+
+
+@pytest.fixture(scope="module")
+def ptx():
+    return _compile_sections(debug=False)
+
+
+@pytest.fixture(scope="module")
+def debug_ptx():
+    return _compile_sections(debug=True)
 
 
 def test_signal_wait_polls_with_acquire_at_system_scope_and_backs_off(ptx):
@@ -101,8 +111,12 @@ SIM_ERRORS = [
     ("host_call", "ShmemUsageError", r"shmem\.put\(\) is a device function: call it inside a "
                                      r"@cuda\.jit kernel"),
     ("bad_cmp", "ShmemUsageError", r"wait_until: cmp=42 is not one of shmem\.CMP_EQ"),
-    ("bad_sig_op", "ShmemUsageError", r"sig_op=7 is not shmem\.SIGNAL_SET or shmem\.SIGNAL_ADD"),
+    ("bad_sig_op", "ShmemUsageError", r"shmem\.signal_op: sig_op=7 is not shmem\.SIGNAL_SET or shmem\.SIGNAL_ADD"),
     ("atomic_float_and", "ShmemUsageError", r"shmem\.atomic_and: dtype float32 is not supported"),
+    ("put_pe_out_of_range", "ShmemUsageError",
+     r"shmem\.put_block: pe=1 is out of range for 1 PEs \(0\.\.0\)"),
+    ("atomic_off_heap", "ShmemUsageError",
+     r"shmem\.atomic_add: the array is not on the symmetric heap"),
     ("signal_timeout", "ShmemTimeoutError",
      r"PE 0 waited 1 s in shmem\.signal_wait_until for the signal at heap offset 0 to be "
      r"CMP_GE 5; last value seen 2"),
@@ -120,6 +134,38 @@ def test_simulator_errors(scenario, error, message):
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(rf"^EXPECTED {error}: .*{message}", result.stdout, re.MULTILINE), \
         result.stdout + result.stderr
+
+
+def test_debug_checks_are_compiled_in_only_when_asked(ptx, debug_ptx):
+    for case in ("put_block", "atomics"):
+        assert "trap;" not in ptx[case] and "vprintf" not in ptx[case]
+        assert "trap;" in debug_ptx[case] and "vprintf" in debug_ptx[case]
+    assert "numba-shmem: shmem.put_block: PE %ld called it with pe=%ld, outside 0..%ld" in \
+        _strings(debug_ptx["put_block"])
+    assert "shmem.atomic_fetch_add: PE %ld passed address 0x%lx, which is not on the symmetric " \
+           "heap" in _strings(debug_ptx["atomics"])
+
+
+def _strings(ptx):
+    """The text of the PTX's byte-array string constants."""
+    out = []
+    for body in re.findall(r"\.b8 \S+\[\d+\] = \{([\d, ]+)\};", ptx):
+        out.append(bytes(int(b) for b in body.split(",")).decode(errors="replace"))
+    return "\n".join(out)
+
+
+@needs_gpu
+@pytest.mark.parametrize("scenario,message", [
+    ("put_pe_out_of_range", r"numba-shmem: shmem\.put_block: PE 0 called it with pe=1, outside "
+                            r"0\.\.0"),
+    ("atomic_off_heap", r"numba-shmem: shmem\.atomic_add: PE 0 passed address 0x[0-9a-f]+, "
+                        r"which is not on the symmetric heap"),
+])
+def test_debug_checks_stop_the_kernel_naming_the_function_and_pe(scenario, message):
+    result = shmem_run(1, "device_errors.py", scenario, timeout=120,
+                       env={"NUMBA_SHMEM_DEBUG": "1"})
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and re.search(message, output), output
 
 
 @needs_gpu

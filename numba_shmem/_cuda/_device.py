@@ -14,7 +14,7 @@ from numba.cuda.extending import intrinsic, lower_builtin, type_callable
 
 from .. import _device_api as api
 from . import _ptx
-from ._intrinsics import peer_address
+from ._intrinsics import debug_enabled, peer_address
 
 F = api.FUNCTIONS
 _i64 = ir.IntType(64)
@@ -33,13 +33,6 @@ def _pe(context, builder, value, ty):
     return context.cast(builder, value, ty, types.int64)
 
 
-def _debug_enabled():
-    from .. import _runtime
-
-    runtime = _runtime.current()
-    return bool(runtime and runtime.config.debug)
-
-
 # -- primitives (intrinsics used by the Python-level implementations) -----------
 
 @intrinsic
@@ -50,11 +43,16 @@ def _addr(typingctx, arr):
 
 
 @intrinsic
-def _remote(typingctx, arr, pe):
+def _remote(typingctx, arr, pe, name):
+    """The address of ``arr`` on PE ``pe``; ``name`` (a literal) is the API
+    function that debug-mode checks name."""
     def codegen(context, builder, sig, args):
         local = _array_pointer(context, builder, sig.args[0], args[0])
-        return peer_address(context, builder, local, _pe(context, builder, args[1], sig.args[1]))
-    return types.int64(arr, pe), codegen
+        return peer_address(context, builder, local, _pe(context, builder, args[1], sig.args[1]),
+                            sig.args[2].literal_value)
+    if not isinstance(name, types.StringLiteral):
+        return None
+    return types.int64(arr, pe, name), codegen
 
 
 @intrinsic
@@ -245,16 +243,16 @@ def _compile_source(source, namespace=None):
     return scope["impl"]
 
 
-def _make_transfer(scope, put, signal):
+def _make_transfer(name, scope, put, signal):
     """The implementation of put/get/put_signal at one scope."""
     start, stride, sync, leader = _SCOPE[scope]
     if put:
         params = "dest, source, sig, value, sig_op, pe" if signal else "dest, source, pe"
-        ends = ("    dst = _remote(dest, pe)\n    src = _addr(source)\n"
+        ends = (f"    dst = _remote(dest, pe, {name!r})\n    src = _addr(source)\n"
                 "    nbytes = source.size * source.itemsize\n")
     else:
         params = "dest, source, pe"
-        ends = ("    dst = _addr(dest)\n    src = _remote(source, pe)\n"
+        ends = (f"    dst = _addr(dest)\n    src = _remote(source, pe, {name!r})\n"
                 "    nbytes = dest.size * dest.itemsize\n")
     source = (f"def impl({params}):\n{ends}    start = {start}\n    stride = {stride}\n"
               f"{_COPY}{sync}")
@@ -263,16 +261,16 @@ def _make_transfer(scope, put, signal):
         # the signalling thread, ordered before the signal
         ordering = "        _quiet()\n" if scope else ""
         source += (f"    if {leader}:\n{ordering}"
-                   "        _signal_update(_remote(sig, pe), value, sig_op)\n")
+                   f"        _signal_update(_remote(sig, pe, {name!r}), value, sig_op)\n")
     return _compile_source(source)
 
 
 def _impl_p(dest, value, pe):
-    _store_relaxed(_remote(dest, pe), dest, value)
+    _store_relaxed(_remote(dest, pe, "p"), dest, value)
 
 
 def _impl_g(source, pe):
-    return _load_relaxed(source, _remote(source, pe))
+    return _load_relaxed(source, _remote(source, pe, "g"))
 
 
 @intrinsic
@@ -292,7 +290,7 @@ def _load_relaxed(typingctx, like, address):
 
 
 def _impl_iput(dest, source, dst_stride, src_stride, nelems, pe):
-    dst = _remote(dest, pe)
+    dst = _remote(dest, pe, "iput")
     src = _addr(source)
     size = source.itemsize
     for i in range(nelems):
@@ -302,7 +300,7 @@ def _impl_iput(dest, source, dst_stride, src_stride, nelems, pe):
 
 def _impl_iget(dest, source, dst_stride, src_stride, nelems, pe):
     dst = _addr(dest)
-    src = _remote(source, pe)
+    src = _remote(source, pe, "iget")
     size = dest.itemsize
     for i in range(nelems):
         _store_relaxed(dst + i * dst_stride * size, dest,
@@ -310,7 +308,7 @@ def _impl_iget(dest, source, dst_stride, src_stride, nelems, pe):
 
 
 def _impl_signal_op(sig, value, sig_op, pe):
-    _signal_update(_remote(sig, pe), value, sig_op)
+    _signal_update(_remote(sig, pe, "signal_op"), value, sig_op)
 
 
 def _impl_signal_fetch(sig):
@@ -497,7 +495,7 @@ def _lower_atomic(name):
         dtype = arrty.dtype
         llty = context.get_value_type(dtype)
         address = peer_address(context, builder, _array_pointer(context, builder, arrty, args[0]),
-                               _pe(context, builder, args[-1], sig.args[-1]))
+                               _pe(context, builder, args[-1], sig.args[-1]), name)
         if op == "fetch":
             return _ptx.load(builder, address, llty, "relaxed")
         if op == "set":
@@ -552,9 +550,10 @@ def _factory(fn):
 
 for _scope in ("", "_warp", "_block"):
     for _nbi in ("", "_nbi"):
-        _register(f"put{_scope}{_nbi}", _inline(_make_transfer(_scope, True, False)))
-        _register(f"get{_scope}{_nbi}", _inline(_make_transfer(_scope, False, False)))
-        _register(f"put_signal{_scope}{_nbi}", _inline(_make_transfer(_scope, True, True)))
+        for _kind, _put, _signal in (("put", True, False), ("get", False, False),
+                                     ("put_signal", True, True)):
+            _name = f"{_kind}{_scope}{_nbi}"
+            _register(_name, _inline(_make_transfer(_name, _scope, _put, _signal)))
 
 for _name, _impl in (("p", _impl_p), ("g", _impl_g), ("iput", _impl_iput), ("iget", _impl_iget),
                      ("signal_op", _impl_signal_op), ("signal_fetch", _impl_signal_fetch),
@@ -571,7 +570,7 @@ def _wait_factory(name):
 
         runtime = _runtime.current()
         timeout = runtime.config.wait_timeout if runtime else 0.0
-        debug = _debug_enabled() and timeout > 0
+        debug = debug_enabled() and timeout > 0
         return _make_wait(name, debug, int(timeout * 1e9))
     return make
 

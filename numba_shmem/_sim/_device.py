@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from .. import _device_api as api
-from .._arrays import peer_array
+from .._arrays import peer_view
 from .._errors import ShmemTimeoutError, ShmemUsageError
 from .._runtime import require
 from ._heap import host_array
@@ -28,8 +28,8 @@ _ATOMIC_TYPES = {np.dtype(t) for t in (np.int32, np.uint32, np.int64, np.uint64)
 _FLOAT_OK = {"atomic_fetch", "atomic_set", "atomic_swap", "atomic_add", "atomic_fetch_add"}
 
 
-def _remote(arr, pe):
-    return host_array(peer_array(arr, pe))
+def _remote(arr, pe, name):
+    return host_array(peer_view(arr, pe, f"shmem.{name}"))
 
 
 def _compare(name, cmp):
@@ -89,38 +89,40 @@ def _cooperative(scope, action):
 # -- RMA -----------------------------------------------------------------------
 
 def p(dest, value, pe):
-    remote = _remote(dest, pe)
+    remote = _remote(dest, pe, "p")
     remote[0] = _cast(value, remote.dtype)
 
 
 def g(source, pe):
-    return _remote(source, pe)[0]
+    return _remote(source, pe, "g")[0]
 
 
-def _put(dest, source, pe):
+def _put(dest, source, pe, name):
     src = host_array(source).reshape(-1)
-    _remote(dest, pe).reshape(-1)[:src.size] = src
+    _remote(dest, pe, name).reshape(-1)[:src.size] = src
 
 
-def _get(dest, source, pe):
+def _get(dest, source, pe, name):
     dst = host_array(dest).reshape(-1)
-    dst[:] = _remote(source, pe).reshape(-1)[:dst.size]
+    dst[:] = _remote(source, pe, name).reshape(-1)[:dst.size]
 
 
 def iput(dest, source, dst_stride, src_stride, nelems, pe):
-    remote = _remote(dest, pe).reshape(-1)
+    remote = _remote(dest, pe, "iput").reshape(-1)
     remote[:nelems * dst_stride:dst_stride] = host_array(source).reshape(-1)[:nelems * src_stride:src_stride]
 
 
 def iget(dest, source, dst_stride, src_stride, nelems, pe):
     local = host_array(dest).reshape(-1)
-    local[:nelems * dst_stride:dst_stride] = _remote(source, pe).reshape(-1)[:nelems * src_stride:src_stride]
+    local[:nelems * dst_stride:dst_stride] = \
+        _remote(source, pe, "iget").reshape(-1)[:nelems * src_stride:src_stride]
 
 
-def _signal(sig, value, sig_op, pe):
+def _signal(sig, value, sig_op, pe, name):
     if sig_op not in _SIGNAL_OPS:
-        raise ShmemUsageError(f"sig_op={sig_op!r} is not shmem.SIGNAL_SET or shmem.SIGNAL_ADD")
-    remote = _remote(sig, pe)
+        raise ShmemUsageError(f"shmem.{name}: sig_op={sig_op!r} is not shmem.SIGNAL_SET or "
+                              "shmem.SIGNAL_ADD")
+    remote = _remote(sig, pe, name)
     with require("signal_op").heap.backend.locked(pe):
         if sig_op == api.SIGNAL_SET:
             remote[0] = _cast(value, np.uint64)
@@ -129,7 +131,7 @@ def _signal(sig, value, sig_op, pe):
 
 
 def signal_op(sig, value, sig_op, pe):
-    _signal(sig, value, sig_op, pe)
+    _signal(sig, value, sig_op, pe, "signal_op")
 
 
 def signal_fetch(sig):
@@ -137,20 +139,22 @@ def signal_fetch(sig):
 
 
 def _make_rma(scope, nbi):
+    put_name, get_name, signal_name = (f"{kind}{scope}{nbi}" for kind in ("put", "get",
+                                                                           "put_signal"))
+
     def put(dest, source, pe):
-        _cooperative(scope, lambda: _put(dest, source, pe))
+        _cooperative(scope, lambda: _put(dest, source, pe, put_name))
 
     def get(dest, source, pe):
-        _cooperative(scope, lambda: _get(dest, source, pe))
+        _cooperative(scope, lambda: _get(dest, source, pe, get_name))
 
     def put_signal(dest, source, sig, value, sig_op, pe):
         def both():
-            _put(dest, source, pe)
-            _signal(sig, value, sig_op, pe)
+            _put(dest, source, pe, signal_name)
+            _signal(sig, value, sig_op, pe, signal_name)
         _cooperative(scope, both)
 
-    return {f"put{scope}{nbi}": put, f"get{scope}{nbi}": get,
-            f"put_signal{scope}{nbi}": put_signal}
+    return {put_name: put, get_name: get, signal_name: put_signal}
 
 
 for _scope in ("", "_warp", "_block"):
@@ -308,7 +312,7 @@ _UPDATES = {
 
 
 def _atomic(name, dest, pe, value=0, cond=None):
-    remote = _remote(dest, pe)
+    remote = _remote(dest, pe, name)
     dtype = remote.dtype
     if dtype not in _ATOMIC_TYPES and not (name in _FLOAT_OK and dtype.kind == "f"):
         raise ShmemUsageError(f"shmem.{name}: dtype {dtype} is not supported; use int32, uint32, "

@@ -29,6 +29,16 @@ def float_and_kernel(x):
 
 
 @cuda.jit
+def put_out_of_range_kernel(dest, source):
+    shmem.put_block(dest, source, shmem.n_pes())
+
+
+@cuda.jit
+def atomic_off_heap_kernel(counter):
+    shmem.atomic_add(counter, 1, 0)
+
+
+@cuda.jit
 def wait_all_kernel(ivars, status):
     shmem.wait_until_all(ivars, status, shmem.CMP_EQ, 1)
 
@@ -50,6 +60,13 @@ def main():
             sig = shmem.zeros(1, np.uint64)
             sig.copy_to_device(np.array([2], np.uint64))
             wait_kernel[1, 1](sig)
+            cuda.synchronize()
+        elif scenario == "put_pe_out_of_range":
+            arr = shmem.zeros(64, np.float64)
+            put_out_of_range_kernel[1, 32](arr, arr)
+            cuda.synchronize()
+        elif scenario == "atomic_off_heap":
+            atomic_off_heap_kernel[1, 1](cuda.to_device(np.zeros(1, np.int64)))
             cuda.synchronize()
         elif scenario == "wait_all_timeout":
             ivars = shmem.zeros(2, np.int64)
