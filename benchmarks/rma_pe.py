@@ -68,6 +68,24 @@ def ping_pong_shmem(sig, iters, out):
 
 
 @cuda.jit
+def ping_pong_put_signal(sig, data, source, iters, out):
+    # put_signal carrying 8 bytes each way
+    me = shmem.my_pe()
+    other = 1 - me
+    for i in range(iters):
+        if i == WARMUP:
+            out[0] = _now()
+        source[0] = i
+        if me == 0:
+            shmem.put_signal(data, source, sig, i + 1, shmem.SIGNAL_SET, other)
+            shmem.signal_wait_until(sig, shmem.CMP_GE, i + 1)
+        else:
+            shmem.signal_wait_until(sig, shmem.CMP_GE, i + 1)
+            shmem.put_signal(data, source, sig, i + 1, shmem.SIGNAL_SET, other)
+    out[1] = _now()
+
+
+@cuda.jit
 def ping_pong_bare(sig, iters, out):
     # bare PTX: st.release.sys into the peer's flag, spin on ld.acquire.sys
     me = shmem.my_pe()
@@ -180,11 +198,17 @@ def main():
     # ping-pongs: both PEs run at once; timed inside the kernel, after a warm-up
     iters = 20000
     stamps = cuda.device_array(2, np.int64)
-    for name, kernel in (("bare_ptx", ping_pong_bare), ("put_signal", ping_pong_shmem)):
+    data = shmem.zeros(1, np.int64)
+    payload = cuda.device_array(1, np.int64)
+    for name, launch in (
+            ("bare_ptx", lambda sig: ping_pong_bare[1, 1](sig, iters, stamps)),
+            ("signal_op", lambda sig: ping_pong_shmem[1, 1](sig, iters, stamps)),
+            ("put_signal", lambda sig: ping_pong_put_signal[1, 1](sig, data, payload, iters,
+                                                                  stamps))):
         for attempt in range(2):  # the first run compiles
             sig = shmem.zeros(1, np.uint64)
             shmem.barrier_all()
-            kernel[1, 1](sig, iters, stamps)
+            launch(sig)
             cuda.synchronize()
             shmem.barrier_all()
             shmem.free(sig)
