@@ -1,0 +1,220 @@
+"""Property tests: random programs run on a live group of PEs, checked against
+plain Python reference models.
+
+The group (tests/harness.py) stays up across examples, so hypothesis can try
+many and shrink a failure without starting processes each time.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import PEGroup
+
+THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
+
+
+def examples(n):
+    """``n`` examples in CI; twenty times as many in the thorough profile."""
+    return settings(max_examples=n * 20 if THOROUGH else n, deadline=None)
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["2pes", "4pes"])
+def group(request):
+    pes = PEGroup(request.param, env={"NUMBA_SHMEM_WAIT_TIMEOUT": "60",
+                                      "NUMBA_SHMEM_HEAP_SIZE": "64M"})
+    yield pes
+    pes.close()
+
+
+# -- RMA programs ------------------------------------------------------------------
+
+PUT, GET, P, G, IPUT, IGET, PUT_BLOCK, GET_WARP = range(8)
+SIZE = 96
+DTYPES = {"int32": np.int32, "int64": np.int64, "float64": np.float64, "uint8": np.uint8}
+
+
+@st.composite
+def rma_programs(draw, npes):
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    initial = draw(st.lists(st.integers(0, 200), min_size=SIZE, max_size=SIZE))
+    phases = []
+    for _ in range(draw(st.integers(1, 4))):
+        issuer = draw(st.integers(0, npes - 1))
+        ops = []
+        for _ in range(draw(st.integers(1, 5))):
+            kind = draw(st.integers(PUT, GET_WARP))
+            target = draw(st.integers(0, npes - 1))
+            if kind in (IPUT, IGET):
+                s1, s2 = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+                n = draw(st.integers(1, SIZE // max(s1, s2)))
+                a = draw(st.integers(0, SIZE - 1 - (n - 1) * s1))
+                b = draw(st.integers(0, SIZE - 1 - (n - 1) * s2))
+            else:
+                n = 1 if kind in (P, G) else draw(st.integers(1, SIZE))
+                a = draw(st.integers(0, SIZE - n))
+                b = draw(st.integers(0, SIZE - n))
+                s1 = s2 = 1
+            ops.append([kind, target, a, b, n, s1, s2])
+        phases.append((issuer, ops))
+    return dtype, initial, phases
+
+
+def rma_model(npes, dtype, initial, phases):
+    dt = np.dtype(DTYPES[dtype])
+    heap = [np.array(initial).astype(dt) for _ in range(npes)]
+    source = [(np.arange(SIZE) * 7 + 3 + 1000 * pe).astype(dt) for pe in range(npes)]
+    scratch = [np.zeros(SIZE, dt) for _ in range(npes)]
+    g = []
+    for issuer, ops in phases:
+        seen = [0] * len(ops)
+        for k, (kind, pe, a, b, n, s1, s2) in enumerate(ops):
+            if kind in (PUT, PUT_BLOCK):
+                heap[pe][a:a + n] = source[issuer][b:b + n]
+            elif kind in (GET, GET_WARP):
+                scratch[issuer][a:a + n] = heap[pe][b:b + n]
+            elif kind == P:
+                heap[pe][a] = source[issuer][b]
+            elif kind == G:
+                seen[k] = heap[pe][a]
+            elif kind == IPUT:
+                heap[pe][a:a + n * s1:s1] = source[issuer][b:b + n * s2:s2]
+            elif kind == IGET:
+                scratch[issuer][a:a + n * s1:s1] = heap[pe][b:b + n * s2:s2]
+        g.append(seen)
+    return heap, scratch, g
+
+
+@given(data=st.data())
+@examples(20)
+def test_rma_programs_leave_every_heap_as_the_model_says(group, data):
+    dtype, initial, phases = data.draw(rma_programs(group.npes))
+    args = [{"dtype": dtype, "size": SIZE, "initial": initial,
+             "phases": [ops if issuer == pe else [] for issuer, ops in phases]}
+            for pe in range(group.npes)]
+    results = group.run("rma_program", args)
+    heap, scratch, g = rma_model(group.npes, dtype, initial, phases)
+    for pe, result in enumerate(results):
+        assert result["heap"] == heap[pe].tolist(), f"PE {pe}'s heap"
+        assert result["scratch"] == scratch[pe].tolist(), f"PE {pe}'s scratch"
+    for index, (issuer, ops) in enumerate(phases):
+        got = results[issuer]["phases"][index]["g"]
+        for k, op in enumerate(ops):
+            if op[0] == G:
+                assert got[k] == g[index][k], f"g in phase {index}, op {k}"
+
+
+# -- atomics -------------------------------------------------------------------------
+
+A_FETCH_INC, A_FETCH_ADD, A_ADD, A_INC, A_OR, A_XOR, A_AND, A_CAS_TICKET = range(8)
+FAMILIES = {"add": (A_FETCH_INC, A_FETCH_ADD, A_ADD, A_INC), "or": (A_OR,), "xor": (A_XOR,),
+            "and": (A_AND,), "cas": (A_CAS_TICKET,)}
+FETCHING = (A_FETCH_INC, A_FETCH_ADD, A_CAS_TICKET)
+
+
+@st.composite
+def atomic_programs(draw, npes):
+    ncounters = draw(st.integers(1, 4))
+    families = [draw(st.sampled_from(sorted(FAMILIES))) for _ in range(ncounters)]
+    initial = [draw(st.integers(0, 1 << 20)) for _ in range(ncounters)]
+    per_pe = []
+    for _pe in range(npes):
+        ops = []
+        for _ in range(draw(st.integers(0, 4))):
+            c = draw(st.integers(0, ncounters - 1))
+            kind = draw(st.sampled_from(FAMILIES[families[c]]))
+            ops.append([kind, c, draw(st.integers(0, npes - 1)), draw(st.integers(1, 1000))])
+        per_pe.append(ops)
+    threads = draw(st.sampled_from([1, 7, 32, 64]))
+    return ncounters, families, initial, per_pe, threads
+
+
+def atomic_model(npes, ncounters, initial, per_pe, threads):
+    """Final counters on every PE; with all increments positive."""
+    final = [list(initial) for _ in range(npes)]
+    for ops in per_pe:
+        for kind, c, pe, base in ops:
+            for tid in range(threads):
+                v = base + tid
+                if kind in (A_FETCH_INC, A_INC, A_CAS_TICKET):
+                    final[pe][c] += 1
+                elif kind in (A_FETCH_ADD, A_ADD):
+                    final[pe][c] += v
+                elif kind == A_OR:
+                    final[pe][c] |= 1 << (v % 63)
+                elif kind == A_XOR:
+                    final[pe][c] ^= v
+                elif kind == A_AND:
+                    final[pe][c] &= ~(1 << (v % 63))
+    return final
+
+
+@given(data=st.data())
+@examples(15)
+def test_atomics_lose_no_update_and_fetch_a_consistent_order(group, data):
+    ncounters, families, initial, per_pe, threads = data.draw(atomic_programs(group.npes))
+    args = [{"ncounters": ncounters, "initial": initial, "ops": per_pe[pe], "threads": threads}
+            for pe in range(group.npes)]
+    results = group.run("atomics", args)
+    final = atomic_model(group.npes, ncounters, initial, per_pe, threads)
+    for pe in range(group.npes):
+        assert results[pe]["counters"] == final[pe], f"PE {pe}'s counters"
+    # fetched values, gathered per (target PE, counter)
+    fetched, kinds = {}, {}
+    for pe, ops in enumerate(per_pe):
+        values = results[pe]["fetched"]
+        for k, (kind, c, target, base) in enumerate(ops):
+            kinds.setdefault((target, c), set()).add(kind)
+            if kind in FETCHING:
+                got = values[k * threads:(k + 1) * threads]
+                fetched.setdefault((target, c), []).extend(got)
+    for (target, c), got in fetched.items():
+        assert len(set(got)) == len(got), f"a duplicate fetch on PE {target} counter {c}: a lost update"
+        assert all(initial[c] <= v < final[target][c] for v in got)
+        if kinds[(target, c)] <= {A_FETCH_INC, A_CAS_TICKET}:
+            # only unit increments: the fetches are exactly the values passed through
+            assert sorted(got) == list(range(initial[c], initial[c] + len(got)))
+
+
+# -- signals ---------------------------------------------------------------------------
+
+@given(sizes=st.lists(st.integers(1, 600), min_size=1, max_size=5),
+       data=st.data())
+@examples(10)
+def test_data_is_complete_whenever_its_signal_is_seen(group, sizes, data):
+    scopes = data.draw(st.lists(st.integers(0, 2), min_size=len(sizes), max_size=len(sizes)))
+    ops = data.draw(st.lists(st.integers(0, 1), min_size=len(sizes), max_size=len(sizes)))
+    errors = group.run("signals", [{"sizes": sizes, "scopes": scopes, "ops": ops}] * group.npes)
+    assert errors == [0] * group.npes
+
+
+# -- allocation -------------------------------------------------------------------------
+
+steps = st.lists(st.one_of(
+    st.tuples(st.just("alloc"), st.integers(0, 100000), st.sampled_from([1, 256, 4096, 1 << 16])),
+    st.tuples(st.just("free"), st.integers(0, 50))), max_size=25)
+
+
+@given(program=steps)
+@examples(25)
+def test_allocations_stay_symmetric_aligned_and_disjoint(group, program):
+    results = group.run("allocations", [{"steps": [list(s) for s in program]}] * group.npes)
+    record = results[0]["record"]
+    for pe, result in enumerate(results):
+        assert result["record"] == record, f"PE {pe} placed arrays elsewhere than PE 0"
+        assert result["free"], f"PE {pe}'s heap is not whole again after freeing everything"
+    live = {}
+    capacity = results[0]["capacity"]
+    for entry in record:
+        if entry[0] == "alloc":
+            _, offset, nbytes, align = entry
+            assert offset % max(align, 256) == 0
+            end = offset + max(nbytes, 1)
+            assert end <= capacity
+            assert all(end <= start or stop <= offset for start, stop in live.values())
+            live[offset] = (offset, end)
+        else:
+            del live[entry[1]]
