@@ -12,7 +12,7 @@ import numpy as np
 from numba import cuda
 
 import numba_shmem as shmem
-from numba_shmem._cuda._device import _addr, _load_acquire, _now, _remote, _signal_update
+from numba_shmem._cuda._primitives import _addr, _load_acquire, _now, _remote, _signal_update
 
 
 # Each kernel repeats its copy `reps` times inside one launch, so that launch

@@ -119,6 +119,15 @@ ATOMICS = {
     "atomic_xor": ("dest value pe", "``dest[0] ^= value`` on PE ``pe``."),
     "atomic_fetch_xor": ("dest value pe", "``dest[0] ^= value`` on PE ``pe``; return the old value."),
 }
+#: atomics that also take float32/float64; the rest take the four integer types
+FLOAT_ATOMICS = {"atomic_fetch", "atomic_set", "atomic_swap", "atomic_add", "atomic_fetch_add"}
+
+
+def atomic_returns_old(name):
+    """Whether the atomic ``name`` returns the value it found."""
+    return name in ("atomic_fetch", "atomic_swap", "atomic_compare_swap") or "_fetch_" in name
+
+
 for _name, (_params, _doc) in ATOMICS.items():
     TABLE[_name] = (_params, "Thread scope. " + _doc + " Unordered with other operations "
                     "except through fence() and quiet().")

@@ -9,184 +9,19 @@ the calling kernel with ``context.compile_internal``; the primitives they call
 from llvmlite import ir
 from numba import cuda
 from numba.cuda import types
-from numba.cuda.core.errors import TypingError
-from numba.cuda.extending import intrinsic, lower_builtin, type_callable
+from numba.cuda.extending import lower_builtin, type_callable
 
 from .. import _device_api as api
 from . import _ptx
 from ._intrinsics import debug_enabled, peer_address
+from ._primitives import (
+    _addr, _compare, _copy1, _copy4, _copy16, _copy16x4, _load_acquire, _load_relaxed,
+    _nanosleep, _now, _quiet, _fence, _remote, _signal_update, _store_relaxed, _trap,
+    array_pointer, as_pe,
+)
+from ._typing import typer_for
 
 F = api.FUNCTIONS
-_i64 = ir.IntType(64)
-_void = ir.VoidType()
-_INT_ATOMIC = (types.int32, types.uint32, types.int64, types.uint64)
-_FLOAT_ATOMIC = (types.float32, types.float64)
-_FLOAT_OK = {"atomic_fetch", "atomic_set", "atomic_swap", "atomic_add", "atomic_fetch_add"}
-
-
-def _array_pointer(context, builder, arrty, value):
-    array = context.make_array(arrty)(context, builder, value=value)
-    return builder.ptrtoint(array.data, _i64)
-
-
-def _pe(context, builder, value, ty):
-    return context.cast(builder, value, ty, types.int64)
-
-
-# -- primitives (intrinsics used by the Python-level implementations) -----------
-
-@intrinsic
-def _addr(typingctx, arr):
-    def codegen(context, builder, sig, args):
-        return _array_pointer(context, builder, sig.args[0], args[0])
-    return types.int64(arr), codegen
-
-
-@intrinsic
-def _remote(typingctx, arr, pe, name):
-    """The address of ``arr`` on PE ``pe``; ``name`` (a literal) is the API
-    function that debug-mode checks name."""
-    def codegen(context, builder, sig, args):
-        local = _array_pointer(context, builder, sig.args[0], args[0])
-        return peer_address(context, builder, local, _pe(context, builder, args[1], sig.args[1]),
-                            sig.args[2].literal_value)
-    if not isinstance(name, types.StringLiteral):
-        return None
-    return types.int64(arr, pe, name), codegen
-
-
-@intrinsic
-def _copy16(typingctx, dst, src):
-    """Copy 16 bytes with one vector load and one vector store."""
-    def codegen(context, builder, sig, args):
-        vec = ir.VectorType(ir.IntType(32), 4)
-        source = builder.inttoptr(args[1], vec.as_pointer())
-        dest = builder.inttoptr(args[0], vec.as_pointer())
-        builder.store(builder.load(source, align=16), dest, align=16)
-        return context.get_dummy_value()
-    return types.void(dst, src), codegen
-
-
-@intrinsic
-def _copy16x4(typingctx, dst, src, step):
-    """Copy four 16-byte vectors ``step`` bytes apart: all four loads are issued
-    before the first store, so each thread keeps 64 bytes in flight."""
-    def codegen(context, builder, sig, args):
-        vec = ir.VectorType(ir.IntType(32), 4)
-        dst, src, step = args
-        offsets = [builder.mul(step, ir.Constant(_i64, k)) for k in range(4)]
-        values = [builder.load(builder.inttoptr(builder.add(src, o), vec.as_pointer()), align=16)
-                  for o in offsets]
-        for value, o in zip(values, offsets):
-            builder.store(value, builder.inttoptr(builder.add(dst, o), vec.as_pointer()), align=16)
-        return context.get_dummy_value()
-    return types.void(dst, src, step), codegen
-
-
-def _scalar_copy(width):
-    llty = ir.IntType(width * 8)
-
-    @intrinsic
-    def copy(typingctx, dst, src):
-        def codegen(context, builder, sig, args):
-            source = builder.inttoptr(args[1], llty.as_pointer())
-            dest = builder.inttoptr(args[0], llty.as_pointer())
-            builder.store(builder.load(source, align=width), dest, align=width)
-            return context.get_dummy_value()
-        return types.void(dst, src), codegen
-    return copy
-
-
-_copy4 = _scalar_copy(4)
-_copy1 = _scalar_copy(1)
-
-
-@intrinsic
-def _load_acquire(typingctx, like, address):
-    """Load ``like.dtype`` at ``address`` with ld.acquire.sys."""
-    def codegen(context, builder, sig, args):
-        llty = context.get_value_type(sig.return_type)
-        return _ptx.load(builder, args[1], llty, "acquire")
-    return like.dtype(like, address), codegen
-
-
-@intrinsic
-def _signal_update(typingctx, address, value, sig_op):
-    """SIGNAL_SET: st.release.sys; SIGNAL_ADD: red.release.sys.add."""
-    def codegen(context, builder, sig, args):
-        value = context.cast(builder, args[1], sig.args[1], types.uint64)
-        is_set = builder.icmp_unsigned("==", context.cast(builder, args[2], sig.args[2], types.int64),
-                                       ir.Constant(_i64, api.SIGNAL_SET))
-        with builder.if_else(is_set) as (then, otherwise):
-            with then:
-                _ptx.store(builder, args[0], value, "release")
-            with otherwise:
-                _ptx.asm(builder, _void, "red.release.sys.add.u64 [$0], $1;", "l,l",
-                         [args[0], value])
-        return context.get_dummy_value()
-    return types.void(address, value, sig_op), codegen
-
-
-@intrinsic
-def _compare(typingctx, value, cmp, target):
-    """``value <cmp> target`` for a CMP_* code known only at run time."""
-    def codegen(context, builder, sig, args):
-        vty = sig.args[0]
-        target = context.cast(builder, args[2], sig.args[2], vty)
-        signed = getattr(vty, "signed", True)
-        code = context.cast(builder, args[1], sig.args[1], types.int64)
-        result = ir.Constant(ir.IntType(1), 0)
-        for name, op in (("CMP_EQ", "=="), ("CMP_NE", "!="), ("CMP_GT", ">"),
-                         ("CMP_LE", "<="), ("CMP_LT", "<"), ("CMP_GE", ">=")):
-            if isinstance(vty, types.Float):
-                hit = builder.fcmp_ordered(op, args[0], target)
-            elif signed:
-                hit = builder.icmp_signed(op, args[0], target)
-            else:
-                hit = builder.icmp_unsigned(op, args[0], target)
-            chosen = builder.icmp_unsigned("==", code, ir.Constant(_i64, getattr(api, name)))
-            result = builder.or_(result, builder.and_(chosen, hit))
-        return result
-    return types.boolean(value, cmp, target), codegen
-
-
-@intrinsic
-def _fence(typingctx):
-    def codegen(context, builder, sig, args):
-        _ptx.fence(builder, "acq_rel")
-        return context.get_dummy_value()
-    return types.void(), codegen
-
-
-@intrinsic
-def _quiet(typingctx):
-    def codegen(context, builder, sig, args):
-        _ptx.fence(builder, "sc")
-        return context.get_dummy_value()
-    return types.void(), codegen
-
-
-@intrinsic
-def _nanosleep(typingctx, nanoseconds):
-    def codegen(context, builder, sig, args):
-        _ptx.nanosleep(builder, context.cast(builder, args[0], sig.args[0], types.uint32))
-        return context.get_dummy_value()
-    return types.void(nanoseconds), codegen
-
-
-@intrinsic
-def _now(typingctx):
-    def codegen(context, builder, sig, args):
-        return _ptx.globaltimer(builder)
-    return types.int64(), codegen
-
-
-@intrinsic
-def _trap(typingctx):
-    def codegen(context, builder, sig, args):
-        _ptx.trap(builder)
-        return context.get_dummy_value()
-    return types.void(), codegen
 
 
 # -- transfers -------------------------------------------------------------------
@@ -271,22 +106,6 @@ def _impl_p(dest, value, pe):
 
 def _impl_g(source, pe):
     return _load_relaxed(source, _remote(source, pe, "g"))
-
-
-@intrinsic
-def _store_relaxed(typingctx, address, like, value):
-    def codegen(context, builder, sig, args):
-        value = context.cast(builder, args[2], sig.args[2], sig.args[1].dtype)
-        _ptx.store(builder, args[0], value, "relaxed")
-        return context.get_dummy_value()
-    return types.void(address, like, value), codegen
-
-
-@intrinsic
-def _load_relaxed(typingctx, like, address):
-    def codegen(context, builder, sig, args):
-        return _ptx.load(builder, args[1], context.get_value_type(sig.return_type), "relaxed")
-    return like.dtype(like, address), codegen
 
 
 def _impl_iput(dest, source, dst_stride, src_stride, nelems, pe):
@@ -411,69 +230,6 @@ def _make_test(kind):
                            {"_compare": _compare, "_load_acquire": _load_acquire})
 
 
-# -- typing --------------------------------------------------------------------------
-
-def _fail(name, message):
-    raise TypingError(f"shmem.{name}: {message}")
-
-
-def _require_array(name, arg, what, contiguous=False):
-    if not isinstance(arg, types.Array):
-        _fail(name, f"{what} must be a device array, got {arg}")
-    if contiguous and arg.layout not in "CF" and arg.ndim > 1:
-        _fail(name, f"{what} must be contiguous; use iput/iget for strided data")
-
-
-def _require_int(name, arg, what):
-    if not isinstance(arg, types.Integer):
-        _fail(name, f"{what} must be an integer, got {arg}")
-
-
-def _typer_for(name, params):
-    """numba folds arguments by the typer's own signature, so it gets the
-    function's parameter names."""
-    names = params.split()
-    namespace = {"check": lambda *args: _check(name, names, args)}
-    exec(f"def typer({', '.join(names)}):\n    return check({', '.join(names)})\n",  # noqa: S102
-         namespace)
-    return namespace["typer"]
-
-
-def _check(name, names, args):
-    """The return type of ``name`` for ``args``, or a TypingError saying what is wrong."""
-    if True:
-        bound = dict(zip(names, args))
-        for key in ("dest", "source", "sig", "ivar", "ivars", "status", "indices", "values"):
-            if key in bound:
-                _require_array(name, bound[key], key, contiguous=key in ("dest", "source"))
-        for key in ("pe", "nelems", "dst_stride", "src_stride", "cmp", "sig_op"):
-            if key in bound:
-                _require_int(name, bound[key], key)
-        if "sig" in bound and bound["sig"].dtype != types.uint64:
-            _fail(name, f"sig must be a uint64 array, got {bound['sig'].dtype}")
-        if "dest" in bound and "source" in bound and bound["dest"].dtype != bound["source"].dtype:
-            _fail(name, f"dest and source must have the same dtype, got {bound['dest'].dtype} "
-                        f"and {bound['source'].dtype}")
-        if name in api.ATOMICS:
-            arr = bound.get("dest", bound.get("source"))
-            allowed = _INT_ATOMIC + (_FLOAT_ATOMIC if name in _FLOAT_OK else ())
-            if arr.dtype not in allowed:
-                _fail(name, f"dtype {arr.dtype} is not supported; use int32, uint32, int64 or "
-                            "uint64" + (" (or float32/float64)" if name in _FLOAT_OK else ""))
-            fetching = name in ("atomic_fetch", "atomic_swap", "atomic_compare_swap") or \
-                "fetch_" in name
-            return arr.dtype if fetching else types.void
-        if name == "g":
-            return bound["source"].dtype
-        if name in ("signal_fetch", "signal_wait_until"):
-            return types.uint64
-        if name in ("test", "test_all"):
-            return types.int32
-        if name.startswith(("wait_until_any", "wait_until_some", "test_any", "test_some")):
-            return types.int64
-        return types.void
-
-
 # -- atomics, lowered straight to PTX --------------------------------------------------
 
 _PTX_OP = {"swap": "exch", "inc": "add", "add": "add", "and": "and", "or": "or", "xor": "xor"}
@@ -488,14 +244,14 @@ def _ptx_type(op, dtype):
 
 def _lower_atomic(name):
     op = name.replace("atomic_", "").replace("fetch_", "")
-    fetching = name in ("atomic_fetch", "atomic_swap", "atomic_compare_swap") or "fetch_" in name
+    fetching = api.atomic_returns_old(name)
 
     def lower(context, builder, sig, args):
         arrty = sig.args[0]
         dtype = arrty.dtype
         llty = context.get_value_type(dtype)
-        address = peer_address(context, builder, _array_pointer(context, builder, arrty, args[0]),
-                               _pe(context, builder, args[-1], sig.args[-1]), name)
+        address = peer_address(context, builder, array_pointer(context, builder, arrty, args[0]),
+                               as_pe(context, builder, args[-1], sig.args[-1]), name)
         if op == "fetch":
             return _ptx.load(builder, address, llty, "relaxed")
         if op == "set":
@@ -525,7 +281,7 @@ def _lower_atomic(name):
 
 def _register(name, lower):
     fn = F[name]
-    typer = _typer_for(name, api.TABLE[name][0])
+    typer = typer_for(name, api.TABLE[name][0])
 
     @type_callable(fn)
     def _type(context):

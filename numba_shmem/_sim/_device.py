@@ -25,7 +25,6 @@ _COMPARE = {
 }
 _SIGNAL_OPS = {api.SIGNAL_SET: "SIGNAL_SET", api.SIGNAL_ADD: "SIGNAL_ADD"}
 _ATOMIC_TYPES = {np.dtype(t) for t in (np.int32, np.uint32, np.int64, np.uint64)}
-_FLOAT_OK = {"atomic_fetch", "atomic_set", "atomic_swap", "atomic_add", "atomic_fetch_add"}
 
 
 def _remote(arr, pe, name):
@@ -314,9 +313,9 @@ _UPDATES = {
 def _atomic(name, dest, pe, value=0, cond=None):
     remote = _remote(dest, pe, name)
     dtype = remote.dtype
-    if dtype not in _ATOMIC_TYPES and not (name in _FLOAT_OK and dtype.kind == "f"):
+    if dtype not in _ATOMIC_TYPES and not (name in api.FLOAT_ATOMICS and dtype.kind == "f"):
         raise ShmemUsageError(f"shmem.{name}: dtype {dtype} is not supported; use int32, uint32, "
-                              "int64 or uint64" + (" (or a float)" if name in _FLOAT_OK else ""))
+                              "int64 or uint64" + (" (or a float)" if name in api.FLOAT_ATOMICS else ""))
     op = name.replace("atomic_", "").replace("fetch_", "")
     with np.errstate(over="ignore"), require(name).heap.backend.locked(pe):
         old = remote[0:1].copy()

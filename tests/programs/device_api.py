@@ -16,11 +16,10 @@ N = 300  # elements per transfer: not a multiple of the vector width
 
 
 @cuda.jit
-def rma_thread(dest, source, got, single, strided, gathered):
+def rma_thread(dest, source, single, strided):
     me = shmem.my_pe()
     npes = shmem.n_pes()
     right = (me + 1) % npes
-    left = (me - 1 + npes) % npes
     if cuda.threadIdx.x == 0 and cuda.blockIdx.x == 0:
         shmem.put(dest, source, right)
         shmem.p(single, me + 100, right)
@@ -29,7 +28,7 @@ def rma_thread(dest, source, got, single, strided, gathered):
 
 
 @cuda.jit
-def rma_get(dest, source, got, single, gathered):
+def rma_get(source, got, single, gathered):
     me = shmem.my_pe()
     npes = shmem.n_pes()
     left = (me - 1 + npes) % npes
@@ -54,7 +53,7 @@ def rma_cooperative(dest_warp, dest_block, dest_nbi, source, got_block):
 
 
 def check_rma(me, n):
-    right, left = (me + 1) % n, (me - 1) % n
+    left = (me - 1) % n
     source = shmem.array(N, np.float64)
     source.copy_to_device(np.arange(N, dtype=np.float64) + 1000 * me)
     dest = shmem.zeros(N, np.float64)
@@ -63,9 +62,9 @@ def check_rma(me, n):
     got = cuda.device_array(N, np.float64)
     gathered = cuda.to_device(np.zeros(8))
     shmem.barrier_all()
-    rma_thread[1, 32](dest, source, got, single, strided, gathered)
+    rma_thread[1, 32](dest, source, single, strided)
     shmem.barrier_all()
-    rma_get[1, 32](dest, source, got, single, gathered)
+    rma_get[1, 32](source, got, single, gathered)
     mine = np.arange(N) + 1000 * left
     theirs = np.arange(N) + 1000 * left
     assert (dest.copy_to_host() == mine).all()
@@ -85,7 +84,6 @@ def check_rma(me, n):
     for out in outs:
         assert (out.copy_to_host() == mine).all()
     assert (got_block.copy_to_host() == theirs).all()
-    del right
 
 
 @cuda.jit

@@ -1,0 +1,192 @@
+"""Intrinsics over ``_ptx`` that the device API's Python-level implementations
+call: addresses, copies, system-scope loads and stores, fences, timers."""
+
+from llvmlite import ir
+from numba.cuda import types
+from numba.cuda.extending import intrinsic
+
+from .. import _device_api as api
+from . import _ptx
+from ._intrinsics import peer_address
+
+_i64 = ir.IntType(64)
+_void = ir.VoidType()
+
+
+def array_pointer(context, builder, arrty, value):
+    array = context.make_array(arrty)(context, builder, value=value)
+    return builder.ptrtoint(array.data, _i64)
+
+
+def as_pe(context, builder, value, ty):
+    return context.cast(builder, value, ty, types.int64)
+
+
+@intrinsic
+def _addr(typingctx, arr):
+    def codegen(context, builder, sig, args):
+        return array_pointer(context, builder, sig.args[0], args[0])
+    return types.int64(arr), codegen
+
+
+@intrinsic
+def _remote(typingctx, arr, pe, name):
+    """The address of ``arr`` on PE ``pe``; ``name`` (a literal) is the API
+    function that debug-mode checks name."""
+    def codegen(context, builder, sig, args):
+        local = array_pointer(context, builder, sig.args[0], args[0])
+        return peer_address(context, builder, local, as_pe(context, builder, args[1], sig.args[1]),
+                            sig.args[2].literal_value)
+    if not isinstance(name, types.StringLiteral):
+        return None
+    return types.int64(arr, pe, name), codegen
+
+
+@intrinsic
+def _copy16(typingctx, dst, src):
+    """Copy 16 bytes with one vector load and one vector store."""
+    def codegen(context, builder, sig, args):
+        vec = ir.VectorType(ir.IntType(32), 4)
+        source = builder.inttoptr(args[1], vec.as_pointer())
+        dest = builder.inttoptr(args[0], vec.as_pointer())
+        builder.store(builder.load(source, align=16), dest, align=16)
+        return context.get_dummy_value()
+    return types.void(dst, src), codegen
+
+
+@intrinsic
+def _copy16x4(typingctx, dst, src, step):
+    """Copy four 16-byte vectors ``step`` bytes apart: all four loads are issued
+    before the first store, so each thread keeps 64 bytes in flight."""
+    def codegen(context, builder, sig, args):
+        vec = ir.VectorType(ir.IntType(32), 4)
+        dst, src, step = args
+        offsets = [builder.mul(step, ir.Constant(_i64, k)) for k in range(4)]
+        values = [builder.load(builder.inttoptr(builder.add(src, o), vec.as_pointer()), align=16)
+                  for o in offsets]
+        for value, o in zip(values, offsets):
+            builder.store(value, builder.inttoptr(builder.add(dst, o), vec.as_pointer()), align=16)
+        return context.get_dummy_value()
+    return types.void(dst, src, step), codegen
+
+
+def _scalar_copy(width):
+    llty = ir.IntType(width * 8)
+
+    @intrinsic
+    def copy(typingctx, dst, src):
+        def codegen(context, builder, sig, args):
+            source = builder.inttoptr(args[1], llty.as_pointer())
+            dest = builder.inttoptr(args[0], llty.as_pointer())
+            builder.store(builder.load(source, align=width), dest, align=width)
+            return context.get_dummy_value()
+        return types.void(dst, src), codegen
+    return copy
+
+
+_copy4 = _scalar_copy(4)
+_copy1 = _scalar_copy(1)
+
+
+@intrinsic
+def _load_acquire(typingctx, like, address):
+    """Load ``like.dtype`` at ``address`` with ld.acquire.sys."""
+    def codegen(context, builder, sig, args):
+        llty = context.get_value_type(sig.return_type)
+        return _ptx.load(builder, args[1], llty, "acquire")
+    return like.dtype(like, address), codegen
+
+
+@intrinsic
+def _signal_update(typingctx, address, value, sig_op):
+    """SIGNAL_SET: st.release.sys; SIGNAL_ADD: red.release.sys.add."""
+    def codegen(context, builder, sig, args):
+        value = context.cast(builder, args[1], sig.args[1], types.uint64)
+        is_set = builder.icmp_unsigned("==", context.cast(builder, args[2], sig.args[2], types.int64),
+                                       ir.Constant(_i64, api.SIGNAL_SET))
+        with builder.if_else(is_set) as (then, otherwise):
+            with then:
+                _ptx.store(builder, args[0], value, "release")
+            with otherwise:
+                _ptx.asm(builder, _void, "red.release.sys.add.u64 [$0], $1;", "l,l",
+                         [args[0], value])
+        return context.get_dummy_value()
+    return types.void(address, value, sig_op), codegen
+
+
+@intrinsic
+def _compare(typingctx, value, cmp, target):
+    """``value <cmp> target`` for a CMP_* code known only at run time."""
+    def codegen(context, builder, sig, args):
+        vty = sig.args[0]
+        target = context.cast(builder, args[2], sig.args[2], vty)
+        signed = getattr(vty, "signed", True)
+        code = context.cast(builder, args[1], sig.args[1], types.int64)
+        result = ir.Constant(ir.IntType(1), 0)
+        for name, op in (("CMP_EQ", "=="), ("CMP_NE", "!="), ("CMP_GT", ">"),
+                         ("CMP_LE", "<="), ("CMP_LT", "<"), ("CMP_GE", ">=")):
+            if isinstance(vty, types.Float):
+                hit = builder.fcmp_ordered(op, args[0], target)
+            elif signed:
+                hit = builder.icmp_signed(op, args[0], target)
+            else:
+                hit = builder.icmp_unsigned(op, args[0], target)
+            chosen = builder.icmp_unsigned("==", code, ir.Constant(_i64, getattr(api, name)))
+            result = builder.or_(result, builder.and_(chosen, hit))
+        return result
+    return types.boolean(value, cmp, target), codegen
+
+
+@intrinsic
+def _fence(typingctx):
+    def codegen(context, builder, sig, args):
+        _ptx.fence(builder, "acq_rel")
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+@intrinsic
+def _quiet(typingctx):
+    def codegen(context, builder, sig, args):
+        _ptx.fence(builder, "sc")
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+@intrinsic
+def _nanosleep(typingctx, nanoseconds):
+    def codegen(context, builder, sig, args):
+        _ptx.nanosleep(builder, context.cast(builder, args[0], sig.args[0], types.uint32))
+        return context.get_dummy_value()
+    return types.void(nanoseconds), codegen
+
+
+@intrinsic
+def _now(typingctx):
+    def codegen(context, builder, sig, args):
+        return _ptx.globaltimer(builder)
+    return types.int64(), codegen
+
+
+@intrinsic
+def _trap(typingctx):
+    def codegen(context, builder, sig, args):
+        _ptx.trap(builder)
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+@intrinsic
+def _store_relaxed(typingctx, address, like, value):
+    def codegen(context, builder, sig, args):
+        value = context.cast(builder, args[2], sig.args[2], sig.args[1].dtype)
+        _ptx.store(builder, args[0], value, "relaxed")
+        return context.get_dummy_value()
+    return types.void(address, like, value), codegen
+
+
+@intrinsic
+def _load_relaxed(typingctx, like, address):
+    def codegen(context, builder, sig, args):
+        return _ptx.load(builder, args[1], context.get_value_type(sig.return_type), "relaxed")
+    return like.dtype(like, address), codegen

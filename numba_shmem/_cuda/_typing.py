@@ -1,0 +1,68 @@
+"""Typing of the device API: argument checks that name the argument and the fix,
+and each function's return type."""
+
+from numba.cuda import types
+from numba.cuda.core.errors import TypingError
+
+from .. import _device_api as api
+
+_INT_ATOMIC = (types.int32, types.uint32, types.int64, types.uint64)
+_FLOAT_ATOMIC = (types.float32, types.float64)
+
+
+def _fail(name, message):
+    raise TypingError(f"shmem.{name}: {message}")
+
+
+def _require_array(name, arg, what, contiguous=False):
+    if not isinstance(arg, types.Array):
+        _fail(name, f"{what} must be a device array, got {arg}")
+    if contiguous and arg.layout not in "CF" and arg.ndim > 1:
+        _fail(name, f"{what} must be contiguous; use iput/iget for strided data")
+
+
+def _require_int(name, arg, what):
+    if not isinstance(arg, types.Integer):
+        _fail(name, f"{what} must be an integer, got {arg}")
+
+
+def typer_for(name, params):
+    """numba folds arguments by the typer's own signature, so it gets the
+    function's parameter names."""
+    names = params.split()
+    namespace = {"check": lambda *args: _check(name, names, args)}
+    exec(f"def typer({', '.join(names)}):\n    return check({', '.join(names)})\n",  # noqa: S102
+         namespace)
+    return namespace["typer"]
+
+
+def _check(name, names, args):
+    """The return type of ``name`` for ``args``, or a TypingError saying what is wrong."""
+    bound = dict(zip(names, args))
+    for key in ("dest", "source", "sig", "ivar", "ivars", "status", "indices", "values"):
+        if key in bound:
+            _require_array(name, bound[key], key, contiguous=key in ("dest", "source"))
+    for key in ("pe", "nelems", "dst_stride", "src_stride", "cmp", "sig_op"):
+        if key in bound:
+            _require_int(name, bound[key], key)
+    if "sig" in bound and bound["sig"].dtype != types.uint64:
+        _fail(name, f"sig must be a uint64 array, got {bound['sig'].dtype}")
+    if "dest" in bound and "source" in bound and bound["dest"].dtype != bound["source"].dtype:
+        _fail(name, f"dest and source must have the same dtype, got {bound['dest'].dtype} "
+                    f"and {bound['source'].dtype}")
+    if name in api.ATOMICS:
+        arr = bound.get("dest", bound.get("source"))
+        allowed = _INT_ATOMIC + (_FLOAT_ATOMIC if name in api.FLOAT_ATOMICS else ())
+        if arr.dtype not in allowed:
+            _fail(name, f"dtype {arr.dtype} is not supported; use int32, uint32, int64 or "
+                        "uint64" + (" (or float32/float64)" if name in api.FLOAT_ATOMICS else ""))
+        return arr.dtype if api.atomic_returns_old(name) else types.void
+    if name == "g":
+        return bound["source"].dtype
+    if name in ("signal_fetch", "signal_wait_until"):
+        return types.uint64
+    if name in ("test", "test_all"):
+        return types.int32
+    if name.startswith(("wait_until_any", "wait_until_some", "test_any", "test_some")):
+        return types.int64
+    return types.void
