@@ -17,6 +17,16 @@ def test_first_fit_reuses_freed_space():
     assert heap.live == {0: 256, 256: 4096, 256 + 5120: 256}
 
 
+def test_owner_finds_the_allocation_holding_an_offset():
+    heap = OffsetAllocator(1 << 20)
+    a, b = heap.alloc(1000), heap.alloc(10)
+    assert heap.owner(a) == (a, 1024) and heap.owner(a + 1023) == (a, 1024)
+    assert heap.owner(b + 5) == (b, 256)
+    assert heap.owner(b + 256) is None
+    heap.free(a)
+    assert heap.owner(a + 10) is None
+
+
 def test_exhaustion_names_sizes_and_fix():
     heap = OffsetAllocator(4096)
     heap.alloc(3000)

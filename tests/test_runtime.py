@@ -76,7 +76,7 @@ SINGLE = [
     ("bad_align", "ShmemUsageError", r"align must be a power of two, got 48"),
     ("free_foreign", "ShmemUsageError", r"shmem\.free: the array is not on the symmetric heap"),
     ("free_not_array", "ShmemUsageError", r"expected an array from shmem\.array\(\), got list"),
-    ("double_free", "ShmemUsageError", r"the array at heap offset 0 is not a live allocation.*free it once"),
+    ("double_free", "ShmemUsageError", r"the array at heap offset 0 is not in a live allocation; was it used after shmem\.free\(\)\?"),
     ("free_slice", "ShmemUsageError", r"the array at heap offset 2048 is not a live allocation.*not a slice"),
     ("peer_out_of_range", "ShmemUsageError", r"peer_array: pe=2 is out of range for 2 PEs \(0\.\.1\)"),
     ("peer_not_int", "ShmemUsageError", r"peer_array: pe must be an int, got 0\.5"),

@@ -46,6 +46,14 @@ class OffsetAllocator:
             f"the largest free block is {largest} of {self.capacity} bytes; free "
             "arrays with shmem.free() or raise NUMBA_SHMEM_HEAP_SIZE")
 
+    def owner(self, offset):
+        """The (start, size) of the live allocation holding ``offset``, or None."""
+        starts = sorted(self.live)
+        index = bisect.bisect_right(starts, offset) - 1
+        if index >= 0 and offset < starts[index] + self.live[starts[index]]:
+            return starts[index], self.live[starts[index]]
+        return None
+
     def free(self, offset):
         size = self.live.pop(offset)
         self._insert(offset, size)

@@ -96,6 +96,10 @@ class SymmetricHeap:
             raise ShmemUsageError(
                 f"{what}: the array is not on the symmetric heap; allocate it with "
                 "shmem.array() or shmem.zeros()")
+        if not self.allocator.owner(offset):
+            raise ShmemUsageError(
+                f"{what}: the array at heap offset {offset} is not in a live allocation; was "
+                "it used after shmem.free()?")
         return offset
 
     def free(self, arr):

@@ -117,7 +117,14 @@ def iget(dest, source, dst_stride, src_stride, nelems, pe):
         _remote(source, pe, "iget").reshape(-1)[:nelems * src_stride:src_stride]
 
 
+def _require_signal(sig, name):
+    dtype = host_array(sig).dtype
+    if dtype != np.uint64:
+        raise ShmemUsageError(f"shmem.{name}: sig must be a uint64 array, got {dtype}")
+
+
 def _signal(sig, value, sig_op, pe, name):
+    _require_signal(sig, name)
     if sig_op not in _SIGNAL_OPS:
         raise ShmemUsageError(f"shmem.{name}: sig_op={sig_op!r} is not shmem.SIGNAL_SET or "
                               "shmem.SIGNAL_ADD")
@@ -134,6 +141,7 @@ def signal_op(sig, value, sig_op, pe):
 
 
 def signal_fetch(sig):
+    _require_signal(sig, "signal_fetch")
     return host_array(sig)[0]
 
 
@@ -197,6 +205,7 @@ def _where(arr, index=0):
 
 
 def signal_wait_until(sig, cmp, value):
+    _require_signal(sig, "signal_wait_until")
     local = host_array(sig)
     test_fn = _compare("signal_wait_until", cmp)
     target = _cast(value, np.uint64)

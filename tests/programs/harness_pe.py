@@ -218,8 +218,67 @@ def allocations(steps):
             "free": heap.allocator.free_blocks == [(0, heap.allocator.capacity)]}
 
 
+# -- bad input --------------------------------------------------------------------------
+
+@cuda.jit
+def call_once(fn, args):
+    # simulator only: kernels there are Python, so any device function can be passed in
+    fn(*args)
+
+
+def remote_operand(name):
+    """Which argument of ``name`` lives on the other PE."""
+    if name == "signal_op":
+        return "sig"
+    if name.startswith("get") or name in ("g", "iget", "atomic_fetch"):
+        return "source"
+    return "dest"
+
+
+def bad_call(name, bad):
+    """Call device function ``name`` with one bad argument; report the error, then
+    check that the job still works."""
+    n = shmem.n_pes()
+    arrays = {"dest": shmem.zeros(8, np.int64), "source": shmem.zeros(8, np.int64),
+              "sig": shmem.zeros(1, np.uint64)}
+    if bad == "use_after_free":
+        stale = shmem.zeros(8, np.int64 if remote_operand(name) != "sig" else np.uint64)
+        shmem.free(stale)
+        arrays[remote_operand(name)] = stale
+    elif bad == "not_symmetric":
+        arrays[remote_operand(name)] = cuda.to_device(np.zeros(8, arrays[remote_operand(name)].dtype))
+    elif bad == "wrong_dtype":
+        if name.startswith("atomic"):
+            arrays[remote_operand(name)] = shmem.zeros(8, np.float32)
+        else:
+            arrays["sig"] = shmem.zeros(1, np.int64)
+    values = {"pe": n if bad == "pe_out_of_range" else (shmem.my_pe() + 1) % n,
+              "value": 1, "cond": 0, "sig_op": shmem.SIGNAL_SET, "nelems": 2,
+              "dst_stride": 1, "src_stride": 1}
+    params = shmem._device_api.TABLE[name][0].split()
+    args = tuple(arrays[p] if p in arrays else values[p] for p in params)
+    shmem.barrier_all()
+    try:
+        call_once[1, 1](getattr(shmem, name), args)
+        outcome = "no error"
+    except Exception as exc:  # the error is what this handler reports
+        outcome = f"{type(exc).__name__}: {exc}"
+    shmem.barrier_all()
+    # still usable: a put to the right neighbour and a barrier
+    check = shmem.zeros(4, np.int64)
+    call_once[1, 1](shmem.put, (check, cuda.to_device(np.full(4, 7, np.int64)), (shmem.my_pe() + 1) % n))
+    shmem.barrier_all()
+    usable = bool((check.copy_to_host() == 7).all())
+    shmem.barrier_all()
+    shmem.free(check)
+    for arr in arrays.values():
+        if hasattr(arr, "_ary") and shmem._runtime.current().heap._allocated_offset(arr) is not None:
+            shmem.free(arr)
+    return {"outcome": outcome, "usable": usable}
+
+
 HANDLERS = {"rma_program": rma_program, "atomics": atomics, "signals": signals,
-            "allocations": allocations}
+            "allocations": allocations, "bad_call": bad_call}
 
 
 def main():

@@ -1,0 +1,62 @@
+"""Bad input to every public device function: the documented error, and a job
+that still works afterwards. On the simulator the errors come at run time,
+through a live group of PEs; on the GPU the type errors come at compile time."""
+
+import re
+
+import pytest
+
+from conftest import BACKEND, python
+from harness import PEGroup
+from numba_shmem import _device_api as api
+
+REMOTE = sorted(name for name, (params, _doc) in api.TABLE.items() if "pe" in params.split())
+SIGNALLING = sorted(name for name in api.TABLE if "signal" in name and name != "signal_fetch"
+                    and "wait" not in name)
+NO_FLOATS = sorted(set(api.ATOMICS) - api.FLOAT_ATOMICS)
+
+CASES = ([(name, "pe_out_of_range") for name in REMOTE]
+         + [(name, "not_symmetric") for name in REMOTE]
+         + [(name, "use_after_free") for name in REMOTE]
+         + [(name, "wrong_dtype") for name in NO_FLOATS + SIGNALLING])
+
+
+def expected(name, bad, npes):
+    return {
+        "pe_out_of_range": rf"shmem\.{name}: pe={npes} is out of range for {npes} PEs "
+                           rf"\(0\.\.{npes - 1}\)",
+        "not_symmetric": rf"shmem\.{name}: the array is not on the symmetric heap",
+        "use_after_free": rf"shmem\.{name}: the array at heap offset \d+ is not in a live "
+                          r"allocation; was it used after shmem\.free\(\)\?",
+        "wrong_dtype": (rf"shmem\.{name}: dtype float32 is not supported" if name in api.ATOMICS
+                        else rf"shmem\.{name}: sig must be a uint64 array, got int64"),
+    }[bad]
+
+
+@pytest.fixture(scope="module")
+def group():
+    pes = PEGroup(2, env={"NUMBA_SHMEM_WAIT_TIMEOUT": "30"})
+    yield pes
+    pes.close()
+
+
+@pytest.mark.skipif(BACKEND != "sim", reason="run-time argument errors are the simulator's; "
+                                             "the GPU's are typing errors, tested below")
+@pytest.mark.parametrize("name,bad", CASES, ids=[f"{n}-{b}" for n, b in CASES])
+def test_simulator_bad_input_is_a_clear_error_and_the_job_goes_on(group, name, bad):
+    results = group.run("bad_call", [{"name": name, "bad": bad}] * group.npes)
+    for pe, result in enumerate(results):
+        assert result["outcome"].startswith("ShmemUsageError"), (pe, result["outcome"])
+        assert re.search(expected(name, bad, group.npes), result["outcome"]), result["outcome"]
+        assert result["usable"], f"PE {pe}: the job is not usable after {name} with {bad}"
+    assert group.starts == 1, "a bad call should not have cost the group its PEs"
+
+
+def test_gpu_typing_errors_name_the_argument():
+    result = python("typing_table.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    for name in REMOTE:
+        assert f"shmem.{name}: pe must be an integer, got float64" in lines[name], lines[name]
+    for name in NO_FLOATS:
+        assert f"shmem.{name}: dtype float32 is not supported" in lines[f"{name}:dtype"]
