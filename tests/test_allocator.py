@@ -27,6 +27,13 @@ def test_owner_finds_the_allocation_holding_an_offset():
     assert heap.owner(a + 10) is None
 
 
+def test_a_reserved_start_is_never_handed_out():
+    heap = OffsetAllocator(4096, start=512)
+    assert heap.alloc(10) == 512 and not heap.empty
+    heap.free(512)
+    assert heap.empty and heap.free_blocks == [(512, 3584)]
+
+
 def test_exhaustion_names_sizes_and_fix():
     heap = OffsetAllocator(4096)
     heap.alloc(3000)

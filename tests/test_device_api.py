@@ -9,6 +9,9 @@ import pytest
 import numba_shmem as shmem
 from conftest import BACKEND, ROOT, needs_gpu, python, shmem_run
 from numba_shmem import _device_api
+from numba_shmem._heap._symmetric import sync_bytes
+
+FIRST = sync_bytes(1)  # where a 1-PE job's first allocation starts
 
 CHECKS = ["rma", "signal", "atomics", "waits"]
 
@@ -118,10 +121,11 @@ SIM_ERRORS = [
     ("atomic_off_heap", "ShmemUsageError",
      r"shmem\.atomic_add: the array is not on the symmetric heap"),
     ("signal_timeout", "ShmemTimeoutError",
-     r"PE 0 waited 1 s in shmem\.signal_wait_until for the signal at heap offset 0 to be "
+     rf"PE 0 waited 1 s in shmem\.signal_wait_until for the signal at heap offset {FIRST} to be "
      r"CMP_GE 5; last value seen 2"),
     ("wait_all_timeout", "ShmemTimeoutError",
-     r"PE 0 waited 1 s in shmem\.wait_until_all for 2 values from heap offset 0 to be CMP_EQ 1; "
+     rf"PE 0 waited 1 s in shmem\.wait_until_all for 2 values from heap offset {FIRST} to be "
+     r"CMP_EQ 1; "
      r"last values seen \[1, 0\]"),
 ]
 

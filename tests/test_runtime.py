@@ -5,6 +5,10 @@ import re
 import pytest
 
 from conftest import BACKEND, GPUS, ROOT, needs_gpu, python, shm_entries, shmem_run
+from numba_shmem._heap._symmetric import sync_bytes
+
+FIRST = sync_bytes(2)  # where the first allocation starts (the same for 1 and 2 PEs)
+assert FIRST == sync_bytes(1)
 
 
 @pytest.mark.parametrize("npes", [1, 2, 4])
@@ -76,8 +80,8 @@ SINGLE = [
     ("bad_align", "ShmemUsageError", r"align must be a power of two, got 48"),
     ("free_foreign", "ShmemUsageError", r"shmem\.free: the array is not on the symmetric heap"),
     ("free_not_array", "ShmemUsageError", r"expected an array from shmem\.array\(\), got list"),
-    ("double_free", "ShmemUsageError", r"the array at heap offset 0 is not in a live allocation; was it used after shmem\.free\(\)\?"),
-    ("free_slice", "ShmemUsageError", r"the array at heap offset 2048 is not a live allocation.*not a slice"),
+    ("double_free", "ShmemUsageError", rf"the array at heap offset {FIRST} is not in a live allocation; was it used after shmem\.free\(\)\?"),
+    ("free_slice", "ShmemUsageError", rf"the array at heap offset {FIRST + 2048} is not a live allocation.*not a slice"),
     ("peer_out_of_range", "ShmemUsageError", r"peer_array: pe=2 is out of range for 2 PEs \(0\.\.1\)"),
     ("peer_not_int", "ShmemUsageError", r"peer_array: pe must be an int, got 0\.5"),
     ("peer_not_heap", "ShmemUsageError", r"peer_array: the array is not on the symmetric heap"),
@@ -107,8 +111,8 @@ def test_single_pe_errors(scenario, error, fragment):
 @pytest.mark.parametrize("scenario,message", [
     ("alloc_mismatch", r"shmem\.array \(allocation #1\): PE 0 allocated 1024 bytes aligned to "
                        r"256 but PE 1 allocated 2048 bytes"),
-    ("free_mismatch", r"shmem\.free: PE 0 freed the 256-byte allocation at heap offset 0 but "
-                      r"PE 1 freed the 256-byte allocation at heap offset 256"),
+    ("free_mismatch", rf"shmem\.free: PE 0 freed the 256-byte allocation at heap offset {FIRST} "
+                      rf"but PE 1 freed the 256-byte allocation at heap offset {FIRST + 256}"),
 ])
 def test_mismatched_allocations_fail_on_every_pe_naming_both(scenario, message):
     output = _expect(shmem_run(2, "errors.py", scenario), "ShmemBootstrapError", message, pes=2)

@@ -21,9 +21,10 @@ def _round_up(value, align):
 class OffsetAllocator:
     """First-fit over a sorted free list, coalescing on free."""
 
-    def __init__(self, capacity):
+    def __init__(self, capacity, start=0):
         self.capacity = capacity
-        self._free = [(0, capacity)]  # sorted (start, size)
+        self.start = start
+        self._free = [(start, capacity - start)]  # sorted (start, size)
         self.live = {}  # start -> size
 
     def alloc(self, nbytes, align=DEFAULT_ALIGN):
@@ -77,3 +78,8 @@ class OffsetAllocator:
     @property
     def free_blocks(self):
         return list(self._free)
+
+    @property
+    def empty(self):
+        """Whether nothing is allocated (and the free space is whole again)."""
+        return self._free == [(self.start, self.capacity - self.start)]

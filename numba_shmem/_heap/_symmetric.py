@@ -35,13 +35,23 @@ def _normalize_dtype(dtype):
     return dtype
 
 
+def sync_bytes(npes):
+    """Bytes the runtime keeps at heap offset 0: one uint64 barrier slot per PE
+    and this PE's barrier epoch."""
+    return -(-(npes + 1) * 8 // DEFAULT_ALIGN) * DEFAULT_ALIGN
+
+
 class SymmetricHeap:
-    """Hands out arrays at offsets that are the same on every PE."""
+    """Hands out arrays at offsets that are the same on every PE. The first
+    ``sync_bytes(n_pes)`` bytes are the runtime's own (device barriers)."""
 
     def __init__(self, backend, bootstrap):
         self.backend = backend
         self._bootstrap = bootstrap
-        self.allocator = OffsetAllocator(backend.capacity)
+        self.reserved = sync_bytes(bootstrap.size)
+        backend.ensure_mapped(self.reserved)
+        backend.fill_zero(0, self.reserved)
+        self.allocator = OffsetAllocator(backend.capacity, start=self.reserved)
         self._count = 0
         # id(array) -> (weak reference, offset) of what allocate() returned: numba
         # drops the pointer of a zero-size device array, so the offset is

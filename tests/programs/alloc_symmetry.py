@@ -71,7 +71,7 @@ def main():
     for arr in arrays + [again]:
         shmem.free(arr)
     assert heap.allocator.live == {}, heap.allocator.live
-    assert heap.allocator.free_blocks == [(0, heap.allocator.capacity)]
+    assert heap.allocator.empty
     shmem.finalize()
     sys.stdout.write(f"PE {me}: symmetric ok\n")
 

@@ -215,7 +215,7 @@ def allocations(steps):
     for arr in live:
         shmem.free(arr)
     return {"record": record, "capacity": heap.allocator.capacity,
-            "free": heap.allocator.free_blocks == [(0, heap.allocator.capacity)]}
+            "free": heap.allocator.empty}
 
 
 # -- bad input --------------------------------------------------------------------------
