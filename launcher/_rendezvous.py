@@ -22,6 +22,7 @@ class RendezvousServer:
         self._lock = threading.Lock()
         self._conns = {}        # pe -> socket
         self._rounds = {}       # seq -> {pe: (meta, payload, fds)}
+        self._gone = {}         # pe -> why it will never join another collective
         self._closed = False
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(path)
@@ -69,6 +70,8 @@ class RendezvousServer:
                 if meta.get("op") == "bye":
                     with self._lock:
                         self._conns.pop(pe, None)
+                        self._gone[pe] = "called shmem.finalize()"
+                        self._fail_open_rounds()
                     conn.close()
                     return
                 self._deposit(pe, meta, payload, fds)
@@ -81,10 +84,11 @@ class RendezvousServer:
         with self._lock:
             entries = self._rounds.setdefault(meta["seq"], {})
             entries[pe] = (meta, payload, fds)
-            if len(entries) < self._npes:
-                return
-            del self._rounds[meta["seq"]]
-            self._answer(meta["seq"], entries)
+            if self._gone:
+                self._fail_open_rounds()
+            elif len(entries) == self._npes:
+                del self._rounds[meta["seq"]]
+                self._answer(meta["seq"], entries)
 
     def _answer(self, seq, entries):
         pes = sorted(entries)
@@ -120,16 +124,26 @@ class RendezvousServer:
         """A PE closed its connection without saying bye: fail the PEs that wait for it."""
         with self._lock:
             self._conns.pop(lost_pe, None)
-            for seq, entries in list(self._rounds.items()):
-                what = next(iter(entries.values()))[0]["what"]
-                message = (f"PE {lost_pe} exited before reaching {what} "
-                           f"(collective #{seq}), which the other PEs wait in")
-                for pe in entries:
-                    self._send(pe, {"op": "error", "message": message})
-                for _meta, _payload, fds in entries.values():
-                    for fd in fds:
-                        os.close(fd)
-                del self._rounds[seq]
+            self._gone[lost_pe] = "exited"
+            self._fail_open_rounds()
+
+    def _fail_open_rounds(self):
+        """Answer every collective still waiting (now or later) with an error:
+        a PE in ``_gone`` will never join it. Call with the lock held."""
+        for seq, entries in list(self._rounds.items()):
+            what = next(iter(entries.values()))[0]["what"]
+            missing = [pe for pe in sorted(self._gone) if pe not in entries]
+            if not missing:
+                continue
+            gone = missing[0]
+            message = (f"PE {gone} {self._gone[gone]} before reaching {what} "
+                       f"(collective #{seq}), which the other PEs wait in")
+            for pe in entries:
+                self._send(pe, {"op": "error", "message": message})
+            for _meta, _payload, fds in entries.values():
+                for fd in fds:
+                    os.close(fd)
+            del self._rounds[seq]
 
     def close(self):
         self._listener.close()

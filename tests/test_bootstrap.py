@@ -56,6 +56,16 @@ def test_losing_the_launcher_is_an_error_naming_the_collective(server):
     boot.close()
 
 
+def test_a_collective_after_a_pe_left_fails_at_once(server):
+    first = LauncherBootstrap(5, _env(server, 0))
+    second = LauncherBootstrap(5, _env(server, 1))
+    second.close()  # finalized: it will never join another collective
+    with pytest.raises(ShmemBootstrapError, match=r"PE 1 called shmem\.finalize\(\) before "
+                                                  r"reaching shmem\.barrier_all"):
+        first.barrier("shmem.barrier_all")
+    first.close()
+
+
 def test_allgather_and_descriptor_exchange(server, tmp_path):
     results = {}
 
