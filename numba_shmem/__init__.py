@@ -21,7 +21,8 @@ from ._errors import (  # noqa: E402
     ShmemTimeoutError,
     ShmemUsageError,
 )
-from ._runtime import barrier_all, config, finalize, init, my_pe, n_pes  # noqa: E402
+from ._launch import collective_launch  # noqa: E402
+from ._runtime import barrier_all, config, finalize, init, my_pe, n_pes, sync_all  # noqa: E402
 
 globals().update(_DEVICE_FUNCTIONS)
 
@@ -48,6 +49,7 @@ __all__ = [
     "ShmemUsageError",
     "array",
     "barrier_all",
+    "collective_launch",
     "config",
     "finalize",
     "free",
@@ -55,6 +57,7 @@ __all__ = [
     "my_pe",
     "n_pes",
     "peer_array",
+    "sync_all",
     "zeros",
     *sorted(_DEVICE_FUNCTIONS),
 ]

@@ -99,6 +99,14 @@ for _scope, _scope_doc in _SCOPES.items():
             "dest source sig value sig_op pe",
             f"{_scope_doc} {_PUT_SIGNAL.format(blocking=_blocking)}")
 
+for _scope in ("_warp", "_block"):
+    TABLE[f"barrier_all{_scope}"] = ("", f"{_SCOPES[_scope]} Collective over all PEs: complete "
+                                         "this PE's puts, atomics and signals, then wait until "
+                                         "every PE has arrived. Launch with collective_launch.")
+    TABLE[f"sync_all{_scope}"] = ("", f"{_SCOPES[_scope]} Collective over all PEs: wait until "
+                                      "every PE has arrived; orders memory, completes nothing. "
+                                      "Launch with collective_launch.")
+
 #: atomic name -> (parameters, what it does); types: int32, uint32, int64, uint64,
 #: and float32/float64 for fetch, set, swap, add and fetch_add
 ATOMICS = {

@@ -8,7 +8,7 @@ from . import _bootstrap, _config
 from ._errors import ShmemUsageError
 from ._heap._symmetric import SymmetricHeap
 from ._resources import UndoStack
-from ._select import numba_is_simulator
+from ._select import cuda_driver_present, numba_is_simulator
 
 _current = None
 _finalized = False
@@ -30,6 +30,11 @@ def require(what):
 
 def _resolve_backend(config):
     simulator = numba_is_simulator()
+    if config.backend == "auto" and not simulator and not cuda_driver_present():
+        raise ShmemUsageError(
+            "there is no CUDA driver here, and numba.cuda was imported before numba_shmem, "
+            "so the CPU simulator could not be chosen: import numba_shmem first, set "
+            "NUMBA_ENABLE_CUDASIM=1, or launch with shmem-run")
     if config.backend == "cuda" and simulator:
         raise ShmemUsageError(
             "NUMBA_SHMEM_BACKEND=cuda but numba.cuda is running its simulator "
@@ -78,8 +83,8 @@ class Runtime:
             count = 0
         if count == 0:
             raise ShmemUsageError(
-                "NUMBA_SHMEM_BACKEND=cuda but no CUDA GPU is visible; check "
-                "CUDA_VISIBLE_DEVICES or use NUMBA_SHMEM_BACKEND=sim")
+                f"NUMBA_SHMEM_BACKEND={self.config.backend} chose the GPU but no CUDA GPU is "
+                "visible; check CUDA_VISIBLE_DEVICES or use NUMBA_SHMEM_BACKEND=sim")
         self.device_id = self.bootstrap.local_rank % count
         cuda.select_device(self.device_id)
         heap = CudaHeap(self.bootstrap, self.config, self.device_id)
@@ -155,10 +160,19 @@ def n_pes():
 
 
 def barrier_all():
-    """Collective. Host side: complete this PE's GPU work, then wait for every PE."""
+    """Collective over all PEs, host and device (thread scope). On the host:
+    complete this PE's GPU work, then wait for every PE. In a kernel: complete
+    this PE's puts, atomics and signals, then wait for every PE; launch such a
+    kernel with ``collective_launch``."""
     runtime = require("barrier_all")
     runtime.synchronize()
     runtime.bootstrap.barrier("shmem.barrier_all")
+
+
+def sync_all():
+    """Collective over all PEs, host and device (thread scope): wait until every
+    PE has arrived. Orders memory; completes no outstanding operation."""
+    require("sync_all").bootstrap.barrier("shmem.sync_all")
 
 
 def config():

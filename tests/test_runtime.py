@@ -143,8 +143,15 @@ def test_cache_true_is_refused():
 @needs_gpu
 def test_no_visible_gpu_with_the_cuda_backend():
     result = python("errors.py", "no_visible_gpu", env={"CUDA_VISIBLE_DEVICES": ""})
-    _expect(result, "ShmemUsageError", r"NUMBA_SHMEM_BACKEND=cuda but no CUDA GPU is visible; "
-                                       r"check CUDA_VISIBLE_DEVICES")
+    _expect(result, "ShmemUsageError", r"NUMBA_SHMEM_BACKEND=cuda chose the GPU but no CUDA GPU "
+                                       r"is visible; check CUDA_VISIBLE_DEVICES")
+
+
+@pytest.mark.skipif(GPUS > 0, reason="needs a machine without a CUDA driver")
+def test_numba_imported_first_without_a_driver_says_what_to_do():
+    _expect(python("numba_first.py"), "ShmemUsageError",
+            r"no CUDA driver here, and numba\.cuda was imported before numba_shmem.*import "
+            r"numba_shmem first, set NUMBA_ENABLE_CUDASIM=1, or launch with shmem-run")
 
 
 @needs_gpu

@@ -15,6 +15,7 @@ from .. import _device_api as api
 from . import _ptx
 from ._intrinsics import debug_enabled, peer_address
 from ._primitives import (
+    _heap_base, _load_u64, _mark_cooperative, _peer_of, _store_u64,
     _addr, _compare, _copy1, _copy4, _copy16, _copy16x4, _load_acquire, _load_relaxed,
     _nanosleep, _now, _quiet, _fence, _remote, _signal_update, _store_relaxed, _trap,
     array_pointer, as_pe,
@@ -280,8 +281,10 @@ def _lower_atomic(name):
 # -- registration ----------------------------------------------------------------------
 
 def _register(name, lower):
-    fn = F[name]
-    typer = typer_for(name, api.TABLE[name][0])
+    from .. import _runtime
+
+    fn = F[name] if name in F else getattr(_runtime, name)  # host-and-device names
+    typer = typer_for(name, api.TABLE[name][0] if name in api.TABLE else "")
 
     @type_callable(fn)
     def _type(context):
@@ -319,15 +322,76 @@ for _name, _impl in (("p", _impl_p), ("g", _impl_g), ("iput", _impl_iput), ("ige
     _register(_name, _inline(_impl))
 
 
+# -- barriers ------------------------------------------------------------------------
+
+#: Every PE publishes its new epoch into its slot on every PE, then waits until
+#: every slot of its own heap has reached that epoch.
+_SYNC = """
+    _mark_cooperative()
+    base = _heap_base()
+    me = _my_pe()
+    n = _n_pes()
+    epoch_at = base + 8 * n
+    epoch = _load_u64(epoch_at) + 1
+    _store_u64(epoch_at, epoch)
+    for pe in range(n):
+        _store_u64(_peer_of(base + 8 * me, pe, NAME), epoch)
+    start = _now() if DEBUG else 0
+    for pe in range(n):
+        polls = 0
+        pause = 32
+        while _load_u64(base + 8 * pe) < epoch:
+            polls += 1
+            if polls > POLLS:
+                _nanosleep(pause)
+                pause = min(pause * 2, MAX_SLEEP)
+            if DEBUG and _now() - start > TIMEOUT:
+                print('numba-shmem: PE', me, 'timed out in', NAME, 'waiting for PE', pe,
+                      'to reach epoch', epoch)
+                _trap()
+"""
+
+
+def _make_barrier(name, scope, complete, debug, timeout_ns):
+    from .._runtime import my_pe, n_pes
+
+    start, _stride, sync, leader = _SCOPE[scope]
+    body = _SYNC.replace("NAME", repr(name))
+    if complete:
+        body = "    _quiet()\n" + body
+    if scope:
+        body = "".join("    " + line + "\n" for line in body.strip("\n").splitlines())
+        source = (f"def impl():\n{sync}    if {leader}:\n{body}{sync}")
+    else:
+        source = f"def impl():\n{body}"
+    return _compile_source(source, {
+        "_mark_cooperative": _mark_cooperative, "_heap_base": _heap_base, "_my_pe": my_pe,
+        "_n_pes": n_pes, "_load_u64": _load_u64, "_store_u64": _store_u64, "_peer_of": _peer_of,
+        "_now": _now, "_nanosleep": _nanosleep, "_trap": _trap, "DEBUG": debug,
+        "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP, "MAX_SLEEP": _MAX_SLEEP_NS,
+        "min": min})
+
+
+def _barrier_factory(name, scope, complete):
+    @_factory
+    def make():
+        debug, timeout_ns = _debug_timeout()
+        return _make_barrier(name, scope, complete, debug, timeout_ns)
+    return make
+
+
+def _debug_timeout():
+    from .. import _runtime
+
+    runtime = _runtime.current()
+    timeout = runtime.config.wait_timeout if runtime else 0.0
+    return debug_enabled() and timeout > 0, int(timeout * 1e9)
+
+
 def _wait_factory(name):
     @_factory
     def make():
-        from .. import _runtime
-
-        runtime = _runtime.current()
-        timeout = runtime.config.wait_timeout if runtime else 0.0
-        debug = debug_enabled() and timeout > 0
-        return _make_wait(name, debug, int(timeout * 1e9))
+        return _make_wait(name, *_debug_timeout())
     return make
 
 
@@ -338,3 +402,8 @@ for _name in ("signal_wait_until", "wait_until", "wait_until_all", "wait_until_a
 
 for _name in api.ATOMICS:
     _register(_name, _lower_atomic(_name))
+
+for _scope in ("", "_warp", "_block"):
+    for _kind, _complete in (("barrier_all", True), ("sync_all", False)):
+        _register(f"{_kind}{_scope}", _inline(_barrier_factory(f"{_kind}{_scope}", _scope,
+                                                                _complete)))

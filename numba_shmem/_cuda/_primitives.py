@@ -190,3 +190,52 @@ def _load_relaxed(typingctx, like, address):
     def codegen(context, builder, sig, args):
         return _ptx.load(builder, args[1], context.get_value_type(sig.return_type), "relaxed")
     return like.dtype(like, address), codegen
+
+
+@intrinsic
+def _heap_base(typingctx):
+    """This PE's heap address; the barrier slots are at its start."""
+    def codegen(context, builder, sig, args):
+        from ._state import load_field
+
+        return load_field(context, builder, "heap_base")
+    return types.int64(), codegen
+
+
+@intrinsic
+def _peer_of(typingctx, address, pe, name):
+    """``address`` (on this PE's heap) translated to PE ``pe``."""
+    def codegen(context, builder, sig, args):
+        return peer_address(context, builder, args[0], as_pe(context, builder, args[1], sig.args[1]),
+                            sig.args[2].literal_value)
+    if not isinstance(name, types.StringLiteral):
+        return None
+    return types.int64(address, pe, name), codegen
+
+
+@intrinsic
+def _load_u64(typingctx, address):
+    """ld.acquire.sys of a uint64 (barrier slots and epoch)."""
+    def codegen(context, builder, sig, args):
+        return _ptx.load(builder, args[0], _i64, "acquire")
+    return types.uint64(address), codegen
+
+
+@intrinsic
+def _store_u64(typingctx, address, value):
+    """st.release.sys of a uint64."""
+    def codegen(context, builder, sig, args):
+        _ptx.store(builder, args[0], context.cast(builder, args[1], sig.args[1], types.uint64),
+                   "release")
+        return context.get_dummy_value()
+    return types.void(address, value), codegen
+
+
+@intrinsic
+def _mark_cooperative(typingctx):
+    """Make numba launch this kernel cooperatively: a grid too large to be
+    resident then fails at launch instead of deadlocking in a barrier."""
+    def codegen(context, builder, sig, args):
+        context.active_code_library.use_cooperative = True
+        return context.get_dummy_value()
+    return types.void(), codegen

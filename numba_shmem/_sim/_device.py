@@ -169,6 +169,18 @@ for _scope in ("", "_warp", "_block"):
         globals().update(_make_rma(_scope, _nbi))
 
 
+def _make_barrier(name, scope):
+    def barrier():
+        # a put is complete when it returns, so barrier and sync are the same here
+        _cooperative(scope, lambda: require(name).bootstrap.barrier(f"shmem.{name}"))
+    return barrier
+
+
+for _scope in ("_warp", "_block"):
+    globals()[f"barrier_all{_scope}"] = _make_barrier("barrier_all", _scope)
+    globals()[f"sync_all{_scope}"] = _make_barrier("sync_all", _scope)
+
+
 def fence():
     pass  # stores reach shared memory in program order
 

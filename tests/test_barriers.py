@@ -1,0 +1,49 @@
+"""Device barriers and collective_launch, through the launcher on both backends."""
+
+import re
+
+import pytest
+
+from conftest import BACKEND, python, shmem_run
+
+ROUNDS = 10000 if BACKEND == "cuda" else 100  # the simulator's barrier is a rendezvous round trip
+
+
+@pytest.mark.parametrize("npes", [2, 4])
+def test_many_barriers_in_one_kernel_at_every_scope(npes):
+    result = shmem_run(npes, "barriers.py", ROUNDS, timeout=600,
+                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "120"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.splitlines()) == [
+        f"PE {pe}: {ROUNDS} rounds of barriers at thread, block and warp scope ok"
+        for pe in range(npes)]
+
+
+def test_a_grid_that_cannot_be_resident_fails_on_every_pe():
+    result = shmem_run(2, "barriers.py", "too_large")
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = re.findall(r"^EXPECTED ShmemUsageError: (.*)$", result.stdout, re.MULTILINE)
+    assert len(found) == 2
+    for message in found:
+        assert re.match(r"collective_launch: PE 0 asked for a grid of 1048576 blocks of 1024 "
+                        r"threads, but at most \d+ can be resident at once on its share of the "
+                        r"GPU; pass griddim=0 for the largest grid", message), message
+
+
+def test_barrier_ptx_releases_acquires_and_backs_off():
+    result = python("ptx_barrier.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    ptx = result.stdout
+    for instruction in ("fence.sc.sys", "st.release.sys.b64", "ld.acquire.sys.b64",
+                        "nanosleep.u32", "bar.sync", "bar.warp.sync"):
+        assert instruction in ptx, instruction
+
+
+@pytest.mark.parametrize("griddim,blockdim,message", [
+    ("many", 32, "griddim must be an int or a tuple of ints, got 'many'"),
+    (1, 0, "blockdim must be positive, got 0"),
+])
+def test_bad_launch_shapes(griddim, blockdim, message):
+    result = python("launch_errors.py", griddim, blockdim)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"EXPECTED ShmemUsageError: collective_launch: {message}" in result.stdout
