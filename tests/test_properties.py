@@ -89,7 +89,7 @@ def rma_model(npes, dtype, initial, phases):
 
 
 @given(data=st.data())
-@examples(20)
+@examples(30)
 def test_rma_programs_leave_every_heap_as_the_model_says(group, data):
     dtype, initial, phases = data.draw(rma_programs(group.npes))
     args = [{"dtype": dtype, "size": SIZE, "initial": initial,
@@ -153,7 +153,7 @@ def atomic_model(npes, ncounters, initial, per_pe, threads):
 
 
 @given(data=st.data())
-@examples(15)
+@examples(50)
 def test_atomics_lose_no_update_and_fetch_a_consistent_order(group, data):
     ncounters, families, initial, per_pe, threads = data.draw(atomic_programs(group.npes))
     args = [{"ncounters": ncounters, "initial": initial, "ops": per_pe[pe], "threads": threads}
@@ -183,7 +183,7 @@ def test_atomics_lose_no_update_and_fetch_a_consistent_order(group, data):
 
 @given(sizes=st.lists(st.integers(1, 600), min_size=1, max_size=5),
        data=st.data())
-@examples(10)
+@examples(15)
 def test_data_is_complete_whenever_its_signal_is_seen(group, sizes, data):
     scopes = data.draw(st.lists(st.integers(0, 2), min_size=len(sizes), max_size=len(sizes)))
     ops = data.draw(st.lists(st.integers(0, 1), min_size=len(sizes), max_size=len(sizes)))
@@ -199,7 +199,7 @@ steps = st.lists(st.one_of(
 
 
 @given(program=steps)
-@examples(25)
+@examples(100)
 def test_allocations_stay_symmetric_aligned_and_disjoint(group, program):
     results = group.run("allocations", [{"steps": [list(s) for s in program]}] * group.npes)
     record = results[0]["record"]
