@@ -21,6 +21,7 @@ from ._errors import (  # noqa: E402
     ShmemTimeoutError,
     ShmemUsageError,
 )
+from ._host_rma import barrier_all_on_stream  # noqa: E402
 from ._launch import collective_launch  # noqa: E402
 from ._runtime import barrier_all, config, finalize, init, my_pe, n_pes, sync_all  # noqa: E402
 
@@ -49,6 +50,7 @@ __all__ = [
     "ShmemUsageError",
     "array",
     "barrier_all",
+    "barrier_all_on_stream",
     "collective_launch",
     "config",
     "finalize",

@@ -141,30 +141,44 @@ for _name, (_params, _doc) in ATOMICS.items():
                     "except through fence() and quiet().")
 
 
-def _simulator_module(name):
+#: names that also work on the host, with a keyword-only ``stream``
+HOST_FORMS = {"put": "Host: in the order of ``stream``, complete when the stream is.",
+              "get": "Host: in the order of ``stream``, complete when the stream is."}
+
+
+def _implementation(name):
+    """The Python implementation of ``name`` for this call: the simulator's device
+    function inside a simulated kernel, the host form on the host where one exists."""
     import threading
 
     from . import _runtime
 
     runtime = _runtime.require(name)
     # on the simulator, kernels run on its block threads; anything else is the host
-    if runtime.backend != "sim" or not hasattr(threading.current_thread(), "blockIdx"):
-        raise ShmemUsageError(
-            f"shmem.{name}() is a device function: call it inside a @cuda.jit kernel")
-    from ._sim import _device
+    if runtime.backend == "sim" and hasattr(threading.current_thread(), "blockIdx"):
+        from ._sim import _device
 
-    return _device
+        return getattr(_device, name)
+    if name in HOST_FORMS:
+        from . import _host_rma
+
+        return getattr(_host_rma, name)
+    raise ShmemUsageError(
+        f"shmem.{name}() is a device function: call it inside a @cuda.jit kernel")
 
 
 def _make(name, params, doc):
-    def device_function(*args):
-        return getattr(_simulator_module(name), name)(*args)
+    def device_function(*args, **kwargs):
+        return _implementation(name)(*args, **kwargs)
 
+    parameters = [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in params.split()]
+    if name in HOST_FORMS:
+        doc = f"{doc} {HOST_FORMS[name]}"
+        parameters.append(inspect.Parameter("stream", inspect.Parameter.KEYWORD_ONLY, default=0))
     device_function.__name__ = device_function.__qualname__ = name
     device_function.__doc__ = doc
     device_function.__module__ = "numba_shmem"
-    device_function.__signature__ = inspect.Signature(
-        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in params.split()])
+    device_function.__signature__ = inspect.Signature(parameters)
     return device_function
 
 

@@ -49,7 +49,7 @@ def main():
     try:
         if scenario == "host_call":
             arr = shmem.zeros(4, np.float64)
-            shmem.put(arr, arr, 0)
+            shmem.put_block(arr, arr, 0)
         elif scenario == "bad_cmp":
             bad_cmp_kernel[1, 1](shmem.zeros(1, np.int64))
         elif scenario == "bad_sig_op":
