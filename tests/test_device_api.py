@@ -108,6 +108,7 @@ def test_atomics_are_system_scope(ptx):
     ("bad_signal_dtype", "shmem.put_signal: sig must be a uint64 array, got int64"),
     ("mismatched_put", "shmem.put: dest and source must have the same dtype, got float64 and "
                        "float32"),
+    ("strided_put", "shmem.put: dest must be contiguous (a strided view like x[::2] is not)"),
 ])
 def test_typing_errors_name_the_argument(ptx, case, message):
     assert "TypingError" in ptx[case] and message in ptx[case]
@@ -119,6 +120,8 @@ SIM_ERRORS = [
     ("bad_cmp", "ShmemUsageError", r"wait_until: cmp=42 is not one of shmem\.CMP_EQ"),
     ("bad_sig_op", "ShmemUsageError", r"shmem\.signal_op: sig_op=7 is not shmem\.SIGNAL_SET or shmem\.SIGNAL_ADD"),
     ("atomic_float_and", "ShmemUsageError", r"shmem\.atomic_and: dtype float32 is not supported"),
+    ("strided_put", "ShmemUsageError", r"shmem\.put: dest must be contiguous \(a strided view "
+                                       r"like x\[::2\] is not\); use iput/iget"),
     ("put_pe_out_of_range", "ShmemUsageError",
      r"shmem\.put_block: pe=1 is out of range for 1 PEs \(0\.\.0\)"),
     ("atomic_off_heap", "ShmemUsageError",

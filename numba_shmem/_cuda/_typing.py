@@ -17,8 +17,9 @@ def _fail(name, message):
 def _require_array(name, arg, what, contiguous=False):
     if not isinstance(arg, types.Array):
         _fail(name, f"{what} must be a device array, got {arg}")
-    if contiguous and arg.layout not in "CF" and arg.ndim > 1:
-        _fail(name, f"{what} must be contiguous; use iput/iget for strided data")
+    if contiguous and arg.layout not in "CF":
+        _fail(name, f"{what} must be contiguous (a strided view like x[::2] is not); use "
+                    "iput/iget with strides for strided data")
 
 
 def _require_int(name, arg, what):
@@ -39,9 +40,12 @@ def typer_for(name, params):
 def _check(name, names, args):
     """The return type of ``name`` for ``args``, or a TypingError saying what is wrong."""
     bound = dict(zip(names, args))
+    # transfers copy bytes from the first element on: their arrays must be contiguous
+    transfer = name.startswith(("put", "get", "iput", "iget"))
     for key in ("dest", "source", "sig", "ivar", "ivars", "status", "indices", "values"):
         if key in bound:
-            _require_array(name, bound[key], key, contiguous=key in ("dest", "source"))
+            _require_array(name, bound[key], key,
+                           contiguous=transfer and key in ("dest", "source"))
     for key in ("pe", "nelems", "dst_stride", "src_stride", "cmp", "sig_op"):
         if key in bound:
             _require_int(name, bound[key], key)

@@ -65,7 +65,7 @@ def _scope_sync(scope):
         return
     warp = tid // 32
     members = min(32, nthreads - warp * 32)
-    key = (id(thread._manager), tuple(thread.blockIdx), warp)
+    key = (id(thread._manager), tuple(thread.blockIdx), warp, members)
     with _warp_lock:
         barrier = _warp_barriers.setdefault(key, threading.Barrier(members))
     barrier.wait()
@@ -96,25 +96,36 @@ def g(source, pe):
     return _remote(source, pe, "g")[0]
 
 
+def _contiguous(arr, name, what):
+    """``arr`` as a flat view; transfers copy from the first element on, so a
+    strided view would be copied from the wrong places (or into a copy)."""
+    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
+        raise ShmemUsageError(f"shmem.{name}: {what} must be contiguous (a strided view like "
+                              "x[::2] is not); use iput/iget with strides for strided data")
+    return arr.reshape(-1, order="A")
+
+
 def _put(dest, source, pe, name):
-    src = host_array(source).reshape(-1)
-    _remote(dest, pe, name).reshape(-1)[:src.size] = src
+    remote = _contiguous(_remote(dest, pe, name), name, "dest")
+    src = _contiguous(host_array(source), name, "source")
+    remote[:src.size] = src
 
 
 def _get(dest, source, pe, name):
-    dst = host_array(dest).reshape(-1)
-    dst[:] = _remote(source, pe, name).reshape(-1)[:dst.size]
+    dst = _contiguous(host_array(dest), name, "dest")
+    dst[:] = _contiguous(_remote(source, pe, name), name, "source")[:dst.size]
 
 
 def iput(dest, source, dst_stride, src_stride, nelems, pe):
-    remote = _remote(dest, pe, "iput").reshape(-1)
-    remote[:nelems * dst_stride:dst_stride] = host_array(source).reshape(-1)[:nelems * src_stride:src_stride]
+    remote = _contiguous(_remote(dest, pe, "iput"), "iput", "dest")
+    remote[:nelems * dst_stride:dst_stride] = \
+        _contiguous(host_array(source), "iput", "source")[:nelems * src_stride:src_stride]
 
 
 def iget(dest, source, dst_stride, src_stride, nelems, pe):
-    local = host_array(dest).reshape(-1)
+    local = _contiguous(host_array(dest), "iget", "dest")
     local[:nelems * dst_stride:dst_stride] = \
-        _remote(source, pe, "iget").reshape(-1)[:nelems * src_stride:src_stride]
+        _contiguous(_remote(source, pe, "iget"), "iget", "source")[:nelems * src_stride:src_stride]
 
 
 def _require_signal(sig, name):

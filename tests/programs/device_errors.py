@@ -39,6 +39,11 @@ def atomic_off_heap_kernel(counter):
 
 
 @cuda.jit
+def strided_put_kernel(dest, source):
+    shmem.put(dest[::2], source[::2], 0)
+
+
+@cuda.jit
 def wait_all_kernel(ivars, status):
     shmem.wait_until_all(ivars, status, shmem.CMP_EQ, 1)
 
@@ -68,6 +73,9 @@ def main():
         elif scenario == "atomic_off_heap":
             atomic_off_heap_kernel[1, 1](cuda.to_device(np.zeros(1, np.int64)))
             cuda.synchronize()
+        elif scenario == "strided_put":
+            arr = shmem.zeros(8, np.float64)
+            strided_put_kernel[1, 1](arr, arr)
         elif scenario == "wait_all_timeout":
             ivars = shmem.zeros(2, np.int64)
             ivars.copy_to_device(np.array([1, 0], np.int64))

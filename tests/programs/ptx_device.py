@@ -57,6 +57,10 @@ def mismatched_put(dest, source):
     shmem.put(dest, source, 1)
 
 
+def strided_put(dest, source):
+    shmem.put(dest[::2], source[::2], 1)
+
+
 KERNELS = {
     "wait_signal": (wait_signal, (u64, u64)),
     "put_signal_set": (put_signal_set, (f64, f64, u64)),
@@ -67,6 +71,7 @@ KERNELS = {
     "atomic_and_float": (atomic_and_float, (f32,)),
     "bad_signal_dtype": (bad_signal_dtype, (f64, f64, i64)),
     "mismatched_put": (mismatched_put, (f64, f32)),
+    "strided_put": (strided_put, (f64, f64)),
 }
 
 for name in sys.argv[1:] or KERNELS:
