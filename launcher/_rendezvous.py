@@ -21,7 +21,7 @@ class RendezvousServer:
         self._npes = npes
         self._lock = threading.Lock()
         self._conns = {}        # pe -> socket
-        self._rounds = {}       # seq -> {pe: (meta, payload, fds)}
+        self._rounds = {}       # (group, seq) -> {pe: (meta, payload, fds)}
         self._gone = {}         # pe -> why it will never join another collective
         self._closed = False
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -81,13 +81,21 @@ class RendezvousServer:
             conn.close()
 
     def _deposit(self, pe, meta, payload, fds):
+        group = tuple(meta["group"]) if meta.get("group") is not None else None
+        if group is not None and (pe not in group or list(group) != sorted(set(group))):
+            self._send(pe, {"op": "error", "message": f"PE {pe} sent {meta['what']} to the group "
+                            f"{list(group)}, which must be sorted, distinct and include it"})
+            for fd in fds:
+                os.close(fd)
+            return
         with self._lock:
-            entries = self._rounds.setdefault(meta["seq"], {})
+            key = (group, meta["seq"])
+            entries = self._rounds.setdefault(key, {})
             entries[pe] = (meta, payload, fds)
             if self._gone:
                 self._fail_open_rounds()
-            elif len(entries) == self._npes:
-                del self._rounds[meta["seq"]]
+            elif len(entries) == (self._npes if group is None else len(group)):
+                del self._rounds[key]
                 self._answer(meta["seq"], entries)
 
     def _answer(self, seq, entries):
@@ -130,9 +138,11 @@ class RendezvousServer:
     def _fail_open_rounds(self):
         """Answer every collective still waiting (now or later) with an error:
         a PE in ``_gone`` will never join it. Call with the lock held."""
-        for seq, entries in list(self._rounds.items()):
+        for key, entries in list(self._rounds.items()):
+            group, seq = key
             what = next(iter(entries.values()))[0]["what"]
-            missing = [pe for pe in sorted(self._gone) if pe not in entries]
+            members = range(self._npes) if group is None else group
+            missing = [pe for pe in sorted(self._gone) if pe in members and pe not in entries]
             if not missing:
                 continue
             gone = missing[0]
@@ -143,7 +153,7 @@ class RendezvousServer:
             for _meta, _payload, fds in entries.values():
                 for fd in fds:
                     os.close(fd)
-            del self._rounds[seq]
+            del self._rounds[key]
 
     def close(self):
         self._listener.close()

@@ -23,7 +23,13 @@ from ._errors import (  # noqa: E402
 )
 from ._host_rma import barrier_all_on_stream  # noqa: E402
 from ._launch import collective_launch  # noqa: E402
-from ._runtime import barrier_all, config, finalize, init, my_pe, n_pes, sync_all  # noqa: E402
+from ._runtime import (  # noqa: E402
+    barrier, barrier_all, config, finalize, init, my_pe, n_pes, sync, sync_all,
+)
+from ._teams import (  # noqa: E402
+    TEAM_INVALID, TEAM_SHARED, TEAM_WORLD, team_destroy, team_my_pe, team_n_pes,
+    team_split_2d, team_split_strided, team_translate_pe,
+)
 
 globals().update(_DEVICE_FUNCTIONS)
 
@@ -42,6 +48,9 @@ __all__ = [
     "Config",
     "SIGNAL_ADD",
     "SIGNAL_SET",
+    "TEAM_INVALID",
+    "TEAM_SHARED",
+    "TEAM_WORLD",
     "ShmemBootstrapError",
     "ShmemConfigError",
     "ShmemDriverError",
@@ -49,6 +58,7 @@ __all__ = [
     "ShmemTimeoutError",
     "ShmemUsageError",
     "array",
+    "barrier",
     "barrier_all",
     "barrier_all_on_stream",
     "collective_launch",
@@ -59,7 +69,14 @@ __all__ = [
     "my_pe",
     "n_pes",
     "peer_array",
+    "sync",
     "sync_all",
+    "team_destroy",
+    "team_my_pe",
+    "team_n_pes",
+    "team_split_2d",
+    "team_split_strided",
+    "team_translate_pe",
     "zeros",
     *sorted(_DEVICE_FUNCTIONS),
 ]

@@ -56,6 +56,9 @@ class Runtime:
         self._undo = UndoStack()
         self.bootstrap = _bootstrap.start(config.wait_timeout)
         self._undo.push(self.bootstrap.close)
+        from ._teams import TeamTable
+
+        self.teams = TeamTable(self.bootstrap)
         try:
             if self.backend == "cuda":
                 backend = self._start_cuda()
@@ -100,6 +103,8 @@ class Runtime:
         state["heap_size"] = heap.capacity
         state["peer_bases"] = self._peer_bases.device_ctypes_pointer.value
         state["debug"] = int(self.config.debug)
+        self.teams.device = cuda.to_device(self.teams.table())
+        state["teams"] = self.teams.device.device_ctypes_pointer.value
         self.device_state = state
         return heap
 
@@ -173,6 +178,22 @@ def sync_all():
     """Collective over all PEs, host and device (thread scope): wait until every
     PE has arrived. Orders memory; completes no outstanding operation."""
     require("sync_all").bootstrap.barrier("shmem.sync_all")
+
+
+def barrier(team):
+    """Collective over ``team``, host and device (thread scope): ``barrier_all``
+    for the members of ``team``."""
+    runtime = require("barrier")
+    members = runtime.teams.get(team, "shmem.barrier")
+    runtime.synchronize()
+    runtime.bootstrap.barrier("shmem.barrier", list(members))
+
+
+def sync(team):
+    """Collective over ``team``, host and device (thread scope): ``sync_all``
+    for the members of ``team``."""
+    runtime = require("sync")
+    runtime.bootstrap.barrier("shmem.sync", list(runtime.teams.get(team, "shmem.sync")))
 
 
 def config():

@@ -47,3 +47,17 @@ def test_bad_launch_shapes(griddim, blockdim, message):
     result = python("launch_errors.py", griddim, blockdim)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"EXPECTED ShmemUsageError: collective_launch: {message}" in result.stdout
+
+
+@pytest.mark.parametrize("npes", [2, 4])
+def test_teams_split_query_translate_barrier_and_destroy(npes):
+    result = shmem_run(npes, "teams.py", 1000 if BACKEND == "cuda" else 20, timeout=300,
+                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "120"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.splitlines()) == [f"PE {pe}: teams ok" for pe in range(npes)]
+
+
+def test_team_functions_compile_to_table_lookups():
+    result = python("ptx_barrier.py", "teams", env={"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    assert "ld.acquire.sys.b64" in result.stdout and "st.release.sys.b64" in result.stdout

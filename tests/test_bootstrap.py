@@ -66,6 +66,16 @@ def test_a_collective_after_a_pe_left_fails_at_once(server):
     first.close()
 
 
+def test_a_group_collective_must_name_a_sorted_group_with_the_caller(server):
+    boot = LauncherBootstrap(5, _env(server, 0))
+    for members in ([1, 0], [1]):
+        with pytest.raises(ShmemBootstrapError, match=rf"PE 0 sent test to the group "
+                                                      rf"\{members}, which must be sorted"):
+            boot.allgather(b"", "test", members)
+    assert boot.allgather(b"alone", "test", [0]) == [b"alone"]
+    boot.close()
+
+
 def test_allgather_and_descriptor_exchange(server, tmp_path):
     results = {}
 
@@ -133,3 +143,21 @@ def test_ring_under_mpiexec(npes):
     lines = sorted(line for line in result.stdout.splitlines() if line.startswith("PE "))
     assert lines == [f"PE {pe} of {npes} received {(pe - 1) % npes}" for pe in range(npes)]
     assert shm_entries() == before
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+def test_teams_under_mpiexec():
+    """Team collectives use MPI communicators of the members only."""
+    from conftest import BACKEND
+
+    env = {"NUMBA_SHMEM_BACKEND": BACKEND, "OMPI_MCA_plm_rsh_agent": "false",
+           "NUMBA_SHMEM_WAIT_TIMEOUT": "120"}
+    if BACKEND == "sim":
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    result = run_hard([mpiexec(), *flags, "-n", "4", sys.executable,
+                       str(ROOT / "tests/programs/teams.py"), "5"], 300, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(line for line in result.stdout.splitlines() if line.startswith("PE "))
+    assert lines == [f"PE {pe}: teams ok" for pe in range(4)]

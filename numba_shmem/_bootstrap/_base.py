@@ -30,13 +30,14 @@ class Bootstrap:
     def local_size(self):
         return len(self.local_peers)
 
-    def allgather(self, data, what):
-        """Collective. Return every PE's ``data`` (bytes), in rank order."""
+    def allgather(self, data, what, members=None):
+        """Collective over ``members`` (a sorted list of PEs; None: every PE).
+        Return each member's ``data`` (bytes), in the order of ``members``."""
         raise NotImplementedError
 
-    def barrier(self, what):
-        """Collective. Return once every PE has called it."""
-        self.allgather(b"", what)
+    def barrier(self, what, members=None):
+        """Collective over ``members``. Return once every member has called it."""
+        self.allgather(b"", what, members)
 
     def exchange_fds(self, fds, what):
         """Collective over the node. Return each local peer's descriptors, in

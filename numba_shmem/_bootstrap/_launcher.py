@@ -37,7 +37,7 @@ class LauncherBootstrap(Bootstrap):
                 f"{ENV_SOCKET} is set but {exc} is missing or malformed; start the "
                 "job with shmem-run rather than setting SHMEM_RUN_* by hand") from None
         self.local_peers = tuple(range(self.size))
-        self._seq = 0
+        self._seqs = {}  # group (None: every PE) -> collectives so far
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.settimeout(wait_timeout or None)
@@ -68,13 +68,15 @@ class LauncherBootstrap(Bootstrap):
             raise ShmemBootstrapError(reply["message"])
         return reply, payload, fds
 
-    def _collective(self, what, payload=b"", fds=()):
-        self._seq += 1
-        meta = {"op": "allgather", "seq": self._seq, "what": what, "nfds": len(fds)}
+    def _collective(self, what, payload=b"", fds=(), members=None):
+        key = None if members is None else tuple(members)
+        self._seqs[key] = seq = self._seqs.get(key, 0) + 1
+        meta = {"op": "allgather", "seq": seq, "what": what, "nfds": len(fds),
+                "group": None if members is None else list(members)}
         return self._call(meta, what, fds, payload)
 
-    def allgather(self, data, what):
-        _reply, payload, _fds = self._collective(what, payload=bytes(data))
+    def allgather(self, data, what, members=None):
+        _reply, payload, _fds = self._collective(what, payload=bytes(data), members=members)
         return _wire.unpack_list(payload)
 
     def exchange_fds(self, fds, what):

@@ -47,6 +47,7 @@ class MPIBootstrap(Bootstrap):
         self._listener.bind(self._address(self.local_rank))
         self._listener.listen(self.local_size)
         self._listener.settimeout(wait_timeout or None)
+        self._groups = {}
         self.barrier("bootstrap")
 
     def _address(self, local_rank):
@@ -55,9 +56,19 @@ class MPIBootstrap(Bootstrap):
     def _wait(self, request, what):
         self.poll(request.Test, what)
 
-    def allgather(self, data, what):
-        self._wait(self._comm.Ibarrier(), what)
-        return self._comm.allgather(bytes(data))
+    def _group_comm(self, members):
+        """A communicator of ``members`` only, made (collectively over them) once."""
+        key = tuple(members)
+        if key not in self._groups:
+            group = self._comm.Get_group().Incl(list(members))
+            self._groups[key] = self._comm.Create_group(group)
+            group.Free()
+        return self._groups[key]
+
+    def allgather(self, data, what, members=None):
+        comm = self._comm if members is None else self._group_comm(members)
+        self._wait(comm.Ibarrier(), what)
+        return comm.allgather(bytes(data))
 
     def exchange_fds(self, fds, what):
         self._wait(self._node.Ibarrier(), what)
@@ -87,6 +98,8 @@ class MPIBootstrap(Bootstrap):
         return out
 
     def close(self):
+        for comm in self._groups.values():
+            comm.Free()
         self._listener.close()
         self._node.Free()
         self._comm.Free()

@@ -12,7 +12,7 @@ class SingleBootstrap(Bootstrap):
         super().__init__(wait_timeout)
         self.job_id = secrets.token_hex(6)
 
-    def allgather(self, data, what):
+    def allgather(self, data, what, members=None):
         return [bytes(data)]
 
     def exchange_fds(self, fds, what):

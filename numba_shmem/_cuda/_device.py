@@ -15,7 +15,7 @@ from .. import _device_api as api
 from . import _ptx
 from ._intrinsics import debug_enabled, peer_address
 from ._primitives import (
-    _heap_base, _load_u64, _mark_cooperative, _peer_of, _store_u64,
+    _heap_base, _load_u64, _mark_cooperative, _peer_of, _store_u64, _team_entry,
     _addr, _compare, _copy1, _copy4, _copy16, _copy16x4, _load_acquire, _load_relaxed,
     _nanosleep, _now, _quiet, _fence, _remote, _signal_update, _store_relaxed, _trap,
     array_pointer, as_pe,
@@ -280,11 +280,21 @@ def _lower_atomic(name):
 
 # -- registration ----------------------------------------------------------------------
 
-def _register(name, lower):
-    from .. import _runtime
+#: names that work on the host and in kernels, defined outside the device table
+_HOST_AND_DEVICE = {"barrier_all": "", "sync_all": "", "barrier": "team", "sync": "team",
+                    "team_my_pe": "team", "team_n_pes": "team",
+                    "team_translate_pe": "src_team src_pe dest_team"}
 
-    fn = F[name] if name in F else getattr(_runtime, name)  # host-and-device names
-    typer = typer_for(name, api.TABLE[name][0] if name in api.TABLE else "")
+
+def _register(name, lower):
+    from .. import _runtime, _teams
+
+    if name in F:
+        fn, params = F[name], api.TABLE[name][0]
+    else:
+        fn = getattr(_runtime, name, None) or getattr(_teams, name)
+        params = _HOST_AND_DEVICE[name]
+    typer = typer_for(name, params)
 
     @type_callable(fn)
     def _type(context):
@@ -324,52 +334,65 @@ for _name, _impl in (("p", _impl_p), ("g", _impl_g), ("iput", _impl_iput), ("ige
 
 # -- barriers ------------------------------------------------------------------------
 
-#: Every PE publishes its new epoch into its slot on every PE, then waits until
-#: every slot of its own heap has reached that epoch.
+#: Every member publishes its new epoch into its slot on every member, then
+#: waits until its own slots of all members have reached that epoch. Each team
+#: has a row of slots (one per PE and an epoch) at the start of the heap.
 _SYNC = """
     _mark_cooperative()
-    base = _heap_base()
-    me = _my_pe()
     n = _n_pes()
+    base = _heap_base() + TEAM * (n + 1) * 8
+    size = _team_entry(TEAM, 0)
+    me = _team_entry(TEAM, 1)
+    if me < 0:
+        if DEBUG:
+            print('numba-shmem: PE', _my_pe(), 'called', NAME, 'on team', TEAM,
+                  'which it is not a member of')
+            _trap()
+        return
     epoch_at = base + 8 * n
     epoch = _load_u64(epoch_at) + 1
     _store_u64(epoch_at, epoch)
-    for pe in range(n):
-        _store_u64(_peer_of(base + 8 * me, pe, NAME), epoch)
+    for j in range(size):
+        _store_u64(_peer_of(base + 8 * me, _team_entry(TEAM, 2 + j), NAME), epoch)
     start = _now() if DEBUG else 0
-    for pe in range(n):
+    for j in range(size):
         polls = 0
         pause = 32
-        while _load_u64(base + 8 * pe) < epoch:
+        while _load_u64(base + 8 * j) < epoch:
             polls += 1
             if polls > POLLS:
                 _nanosleep(pause)
                 pause = min(pause * 2, MAX_SLEEP)
             if DEBUG and _now() - start > TIMEOUT:
-                print('numba-shmem: PE', me, 'timed out in', NAME, 'waiting for PE', pe,
-                      'to reach epoch', epoch)
+                print('numba-shmem: PE', _my_pe(), 'timed out in', NAME, 'waiting for PE',
+                      _team_entry(TEAM, 2 + j), 'to reach epoch', epoch)
                 _trap()
 """
 
 
 def _make_barrier(name, scope, complete, debug, timeout_ns):
+    """barrier_all/sync_all (team 0) at a scope, or barrier(team)/sync(team)."""
     from .._runtime import my_pe, n_pes
 
     start, _stride, sync, leader = _SCOPE[scope]
-    body = _SYNC.replace("NAME", repr(name))
+    team = "team" if name in ("barrier", "sync") else "0"
+    body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team)
     if complete:
         body = "    _quiet()\n" + body
+    params = "team" if team == "team" else ""
     if scope:
-        body = "".join("    " + line + "\n" for line in body.strip("\n").splitlines())
-        source = (f"def impl():\n{sync}    if {leader}:\n{body}{sync}")
+        # the leader's early return must not skip the scope's closing synchronization
+        inner = body.replace("        return\n", "        pass\n")
+        inner = "".join("    " + line + "\n" for line in inner.strip("\n").splitlines())
+        source = f"def impl({params}):\n{sync}    if {leader}:\n{inner}{sync}"
     else:
-        source = f"def impl():\n{body}"
+        source = f"def impl({params}):\n{body}"
     return _compile_source(source, {
         "_mark_cooperative": _mark_cooperative, "_heap_base": _heap_base, "_my_pe": my_pe,
         "_n_pes": n_pes, "_load_u64": _load_u64, "_store_u64": _store_u64, "_peer_of": _peer_of,
-        "_now": _now, "_nanosleep": _nanosleep, "_trap": _trap, "DEBUG": debug,
-        "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP, "MAX_SLEEP": _MAX_SLEEP_NS,
-        "min": min})
+        "_team_entry": _team_entry, "_now": _now, "_nanosleep": _nanosleep, "_trap": _trap,
+        "DEBUG": debug, "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP,
+        "MAX_SLEEP": _MAX_SLEEP_NS, "min": min})
 
 
 def _barrier_factory(name, scope, complete):
@@ -407,3 +430,28 @@ for _scope in ("", "_warp", "_block"):
     for _kind, _complete in (("barrier_all", True), ("sync_all", False)):
         _register(f"{_kind}{_scope}", _inline(_barrier_factory(f"{_kind}{_scope}", _scope,
                                                                 _complete)))
+for _kind, _complete in (("barrier", True), ("sync", False)):
+    _register(_kind, _inline(_barrier_factory(_kind, "", _complete)))
+
+
+def _impl_team_my_pe(team):
+    return _team_entry(team, 1)
+
+
+def _impl_team_n_pes(team):
+    return _team_entry(team, 0)
+
+
+def _impl_team_translate_pe(src_team, src_pe, dest_team):
+    if src_pe < 0 or src_pe >= _team_entry(src_team, 0):
+        return -1
+    world = _team_entry(src_team, 2 + src_pe)
+    for j in range(_team_entry(dest_team, 0)):
+        if _team_entry(dest_team, 2 + j) == world:
+            return j
+    return -1
+
+
+for _name, _impl in (("team_my_pe", _impl_team_my_pe), ("team_n_pes", _impl_team_n_pes),
+                     ("team_translate_pe", _impl_team_translate_pe)):
+    _register(_name, _inline(_impl))

@@ -27,7 +27,8 @@ STATE_DTYPE = np.dtype([
     ("peer_bases", np.uint64),   # device pointer to uint64[n_pes]; 0 = not reachable
     ("debug", np.int32),
     ("_pad", np.int32),
-    ("_reserved", np.uint64, 3),
+    ("teams", np.uint64),        # device pointer to int32[MAX_TEAMS, n_pes + 2]
+    ("_reserved", np.uint64, 2),
 ])
 assert STATE_DTYPE.itemsize == 64
 

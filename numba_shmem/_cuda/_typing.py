@@ -46,7 +46,8 @@ def _check(name, names, args):
         if key in bound:
             _require_array(name, bound[key], key,
                            contiguous=transfer and key in ("dest", "source"))
-    for key in ("pe", "nelems", "dst_stride", "src_stride", "cmp", "sig_op"):
+    for key in ("pe", "nelems", "dst_stride", "src_stride", "cmp", "sig_op", "team", "src_team",
+                "src_pe", "dest_team"):
         if key in bound:
             _require_int(name, bound[key], key)
     if "sig" in bound and bound["sig"].dtype != types.uint64:
@@ -65,7 +66,7 @@ def _check(name, names, args):
         return bound["source"].dtype
     if name in ("signal_fetch", "signal_wait_until"):
         return types.uint64
-    if name in ("test", "test_all"):
+    if name in ("test", "test_all", "team_my_pe", "team_n_pes", "team_translate_pe"):
         return types.int32
     if name.startswith(("wait_until_any", "wait_until_some", "test_any", "test_some")):
         return types.int64

@@ -36,9 +36,11 @@ def _normalize_dtype(dtype):
 
 
 def sync_bytes(npes):
-    """Bytes the runtime keeps at heap offset 0: one uint64 barrier slot per PE
-    and this PE's barrier epoch."""
-    return -(-(npes + 1) * 8 // DEFAULT_ALIGN) * DEFAULT_ALIGN
+    """Bytes the runtime keeps at heap offset 0: for each possible team, one
+    uint64 barrier slot per PE and this PE's barrier epoch."""
+    from .._teams import MAX_TEAMS
+
+    return -(-MAX_TEAMS * (npes + 1) * 8 // DEFAULT_ALIGN) * DEFAULT_ALIGN
 
 
 class SymmetricHeap:

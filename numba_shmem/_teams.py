@@ -1,0 +1,165 @@
+"""Teams: ordered subsets of the PEs, named by small integer handles that work
+on the host and in kernels.
+
+``TEAM_WORLD`` holds every PE; ``TEAM_SHARED`` the PEs of this node (they can
+load and store each other's heaps). New teams come from ``team_split_strided``
+and ``team_split_2d``, collective over the parent team. A handle is the same on
+every member, so it can be passed into kernels as an int; each team has its own
+barrier slots on the heap.
+"""
+
+import json
+
+import numpy as np
+
+from ._errors import ShmemUsageError
+from ._runtime import require
+
+TEAM_WORLD = 0
+TEAM_SHARED = 1
+TEAM_INVALID = -1
+#: the most teams a PE can belong to at once (each has barrier slots on the heap)
+MAX_TEAMS = 64
+
+
+class TeamTable:
+    """This PE's teams: handle -> sorted tuple of member PEs (world numbering)."""
+
+    def __init__(self, bootstrap):
+        self.npes = bootstrap.size
+        self.me = bootstrap.rank
+        self.members = {TEAM_WORLD: tuple(range(bootstrap.size)),
+                        TEAM_SHARED: tuple(sorted(bootstrap.local_peers))}
+        self.device = None  # filled by the CUDA runtime: int32[MAX_TEAMS, npes + 2]
+
+    def row(self, team):
+        """The device table's row of ``team``: size, this PE's index, members."""
+        row = np.full(self.npes + 2, -1, np.int32)
+        members = self.members.get(team)
+        if members is not None:
+            row[0] = len(members)
+            row[1] = members.index(self.me) if self.me in members else -1
+            row[2:2 + len(members)] = members
+        return row
+
+    def table(self):
+        return np.stack([self.row(team) for team in range(MAX_TEAMS)])
+
+    def get(self, team, what):
+        try:
+            return self.members[int(team)]
+        except (KeyError, TypeError, ValueError):
+            raise ShmemUsageError(f"{what}: team={team!r} is not a team of this PE (destroyed, "
+                                  "or this PE is not a member)") from None
+
+    def add(self, bootstrap, parent_members, new_members, what):
+        """Collective over ``parent_members``: agree on a handle free on every
+        member of each new team (a list of member tuples, or None for none)."""
+        used = sorted(self.members)
+        reports = [json.loads(r) for r in bootstrap.allgather(
+            json.dumps([used, new_members]).encode(), what, list(parent_members))]
+        taken = {pe: set(used_there) for pe, (used_there, _) in zip(parent_members, reports)}
+        handles = []
+        for index, members in enumerate(new_members):
+            if members is None:
+                handles.append(TEAM_INVALID)
+                continue
+            busy = set().union(*(taken[pe] for pe in members))
+            free = [h for h in range(MAX_TEAMS) if h not in busy]
+            if not free:
+                raise ShmemUsageError(f"{what}: no team handle is free on every member; "
+                                      f"destroy teams (at most {MAX_TEAMS} per PE)")
+            for pe in members:
+                taken[pe].add(free[0])
+            handles.append(free[0])
+            if self.me in members:
+                self.members[free[0]] = tuple(members)
+                self._publish(free[0])
+        return handles
+
+    def remove(self, team):
+        del self.members[team]
+        self._publish(team)
+
+    def _publish(self, team):
+        if self.device is not None:
+            self.device[team].copy_to_device(self.row(team))
+
+
+def _table(what):
+    return require(what).teams
+
+
+def team_my_pe(team):
+    """Host and device. This PE's number in ``team``, or -1 if it is not a member."""
+    members = _table("team_my_pe").get(team, "shmem.team_my_pe")
+    me = require("team_my_pe").bootstrap.rank
+    return members.index(me) if me in members else -1
+
+
+def team_n_pes(team):
+    """Host and device. The number of PEs in ``team``."""
+    return len(_table("team_n_pes").get(team, "shmem.team_n_pes"))
+
+
+def team_translate_pe(src_team, src_pe, dest_team):
+    """Host and device. The number in ``dest_team`` of PE ``src_pe`` of
+    ``src_team``, or -1 if it is not a member of ``dest_team``."""
+    table = _table("team_translate_pe")
+    source = table.get(src_team, "shmem.team_translate_pe")
+    dest = table.get(dest_team, "shmem.team_translate_pe")
+    if not 0 <= src_pe < len(source):
+        return -1
+    world = source[src_pe]
+    return dest.index(world) if world in dest else -1
+
+
+def _parent(parent, what):
+    runtime = require(what)
+    members = runtime.teams.get(parent, f"shmem.{what}")
+    if runtime.bootstrap.rank not in members:
+        raise ShmemUsageError(f"shmem.{what}: this PE is not in the parent team {parent}")
+    return runtime, members
+
+
+def team_split_strided(parent, start, stride, size):
+    """Host. Collective over ``parent``. A new team of the parent's PEs
+    ``start, start + stride, ...`` (``size`` of them); returns its handle on its
+    members and TEAM_INVALID on the other PEs of the parent."""
+    runtime, members = _parent(parent, "team_split_strided")
+    n = len(members)
+    if not (isinstance(stride, int) and stride >= 1 and isinstance(size, int) and size >= 1
+            and isinstance(start, int) and 0 <= start and start + (size - 1) * stride < n):
+        raise ShmemUsageError(
+            f"shmem.team_split_strided: start={start!r}, stride={stride!r}, size={size!r} do "
+            f"not pick PEs of a parent team of {n} (need 0 <= start, stride >= 1, size >= 1 "
+            f"and start + (size - 1) * stride < {n})")
+    chosen = [members[start + i * stride] for i in range(size)]
+    (handle,) = runtime.teams.add(runtime.bootstrap, members, [chosen],
+                                  "shmem.team_split_strided")
+    return handle if runtime.bootstrap.rank in chosen else TEAM_INVALID
+
+
+def team_split_2d(parent, xrange):
+    """Host. Collective over ``parent``. Lay the parent's PEs out in rows of
+    ``xrange``; return (this PE's row team, this PE's column team)."""
+    runtime, members = _parent(parent, "team_split_2d")
+    n = len(members)
+    if not (isinstance(xrange, int) and xrange >= 1):
+        raise ShmemUsageError(f"shmem.team_split_2d: xrange must be an int >= 1, got {xrange!r}")
+    xrange = min(xrange, n)
+    rows = [list(members[i:i + xrange]) for i in range(0, n, xrange)]
+    columns = [list(members[j::xrange]) for j in range(xrange)]
+    handles = runtime.teams.add(runtime.bootstrap, members, rows + columns, "shmem.team_split_2d")
+    index = members.index(runtime.bootstrap.rank)
+    return handles[index // xrange], handles[len(rows) + index % xrange]
+
+
+def team_destroy(team):
+    """Host. Collective over ``team``. Release the handle on every member."""
+    runtime = require("team_destroy")
+    if team in (TEAM_WORLD, TEAM_SHARED):
+        raise ShmemUsageError("shmem.team_destroy: TEAM_WORLD and TEAM_SHARED cannot be destroyed")
+    members = runtime.teams.get(team, "shmem.team_destroy")
+    runtime.bootstrap.barrier("shmem.team_destroy", list(members))
+    runtime.teams.remove(team)

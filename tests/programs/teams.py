@@ -1,0 +1,88 @@
+"""Teams on the host and in kernels: split, query, translate, barrier, destroy."""
+
+import sys
+
+import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
+import numpy as np
+from numba import cuda
+
+
+@cuda.jit
+def query(out, team):
+    if cuda.grid(1) == 0:
+        out[0] = shmem.team_my_pe(team)
+        out[1] = shmem.team_n_pes(team)
+        out[2] = shmem.team_translate_pe(team, 0, shmem.TEAM_WORLD)
+
+
+@cuda.jit
+def team_rounds(flag, errors, team, rounds):
+    # members pass a token around the team, one barrier per round
+    if cuda.threadIdx.x == 0:
+        me = shmem.team_my_pe(team)
+        size = shmem.team_n_pes(team)
+        right = shmem.team_translate_pe(team, (me + 1) % size, shmem.TEAM_WORLD)
+        for r in range(1, rounds + 1):
+            shmem.p(flag, r, right)
+            shmem.barrier(team)
+            if flag[0] != r:
+                errors[0] += 1
+            shmem.sync(team)
+
+
+def expect(message_start, fn, *args):
+    try:
+        fn(*args)
+    except shmem.ShmemUsageError as exc:
+        assert str(exc).startswith(message_start), str(exc)
+        return
+    raise AssertionError(f"no error from {fn.__name__}{args}")
+
+
+def main():
+    rounds = int(sys.argv[1])
+    shmem.init()
+    me, n = shmem.my_pe(), shmem.n_pes()
+    assert shmem.team_my_pe(shmem.TEAM_WORLD) == me and shmem.team_n_pes(shmem.TEAM_WORLD) == n
+    assert shmem.team_n_pes(shmem.TEAM_SHARED) == n  # shmem-run: one node
+    evens = shmem.team_split_strided(shmem.TEAM_WORLD, 0, 2, (n + 1) // 2)
+    odds = shmem.team_split_strided(shmem.TEAM_WORLD, 1, 2, n // 2)
+    mine = evens if me % 2 == 0 else odds
+    assert (evens == shmem.TEAM_INVALID) == (me % 2 == 1) and mine != shmem.TEAM_INVALID
+    rows, columns = shmem.team_split_2d(shmem.TEAM_WORLD, 2)
+    out = cuda.to_device(np.zeros(3, np.int32))
+    if me % 2 == 0:
+        assert evens != shmem.TEAM_INVALID
+        assert shmem.team_my_pe(evens) == me // 2 and shmem.team_n_pes(evens) == (n + 1) // 2
+        assert shmem.team_translate_pe(evens, 1, shmem.TEAM_WORLD) in (2, -1)
+        query[1, 32](out, evens)
+        assert out.copy_to_host().tolist() == [me // 2, (n + 1) // 2, 0]
+    flag = shmem.zeros(1, np.int64)
+    assert shmem.team_my_pe(rows) == me % 2 and shmem.team_n_pes(rows) == min(2, n - me // 2 * 2)
+    assert shmem.team_my_pe(columns) == me // 2
+    assert shmem.team_translate_pe(columns, 0, shmem.TEAM_WORLD) == me % 2
+    query[1, 32](out, rows)
+    assert out.copy_to_host().tolist() == [me % 2, shmem.team_n_pes(rows), me // 2 * 2]
+    errors = cuda.to_device(np.zeros(1, np.int64))
+    # every PE launches (collective_launch is collective over all PEs); each
+    # passes the token around its own team, evens and odds at once
+    shmem.collective_launch(team_rounds, 0, 32, flag, errors, mine, rounds)
+    cuda.synchronize()
+    assert errors.copy_to_host()[0] == 0, "a team barrier let a PE through early"
+    shmem.barrier(mine)
+    shmem.team_destroy(mine)
+    expect("shmem.team_n_pes: team=", shmem.team_n_pes, mine)
+    shmem.barrier_all()
+    expect("shmem.team_split_strided: start=0, stride=0, size=1 do not pick PEs",
+           shmem.team_split_strided, shmem.TEAM_WORLD, 0, 0, 1)
+    expect("shmem.team_destroy: TEAM_WORLD and TEAM_SHARED cannot be destroyed",
+           shmem.team_destroy, shmem.TEAM_WORLD)
+    shmem.team_destroy(rows)
+    shmem.team_destroy(columns)
+    shmem.free(flag)
+    shmem.finalize()
+    sys.stdout.write(f"PE {me}: teams ok\n")
+
+
+if __name__ == "__main__":
+    main()
