@@ -107,6 +107,36 @@ for _scope in ("_warp", "_block"):
                                       "every PE has arrived; orders memory, completes nothing. "
                                       "Launch with collective_launch.")
 
+#: reduction name -> the expression combining ``a`` and ``b`` (also used as Python)
+REDUCE_OPS = {"sum": "a + b", "prod": "a * b", "min": "min(a, b)", "max": "max(a, b)",
+              "and": "a & b", "or": "a | b", "xor": "a ^ b"}
+INT_ONLY_OPS = {"and", "or", "xor"}
+
+_COLLECTIVE = ("Block scope: every thread of one block on each member calls it with the same "
+               "arguments. Collective over ``team``. ")
+COLLECTIVES = {
+    "broadcast_block": ("team dest source nelems root",
+                        "Copy ``source[:nelems]`` of the team's PE ``root`` into ``dest`` on "
+                        "every member."),
+    "fcollect_block": ("team dest source nelems",
+                       "Concatenate every member's ``source[:nelems]`` into ``dest`` on every "
+                       "member, in team order."),
+    "alltoall_block": ("team dest source nelems",
+                       "Send block ``j`` (``nelems`` elements) of ``source`` to member ``j``, "
+                       "where it lands as block ``i`` of ``dest`` for sender ``i``."),
+}
+for _op in REDUCE_OPS:
+    COLLECTIVES[f"{_op}_reduce_block"] = (
+        "team dest source nelems",
+        f"``dest[:nelems]`` on every member = the {_op} over members of ``source[:nelems]``, "
+        "combined in team order.")
+    COLLECTIVES[f"{_op}_reducescatter_block"] = (
+        "team dest source nelems",
+        f"``dest[:nelems]`` on member ``i`` = the {_op} over members of block ``i`` (``nelems`` "
+        "elements) of ``source``.")
+for _name, (_params, _doc) in COLLECTIVES.items():
+    TABLE[_name] = (_params, _COLLECTIVE + _doc + " Complete on every member when it returns.")
+
 #: atomic name -> (parameters, what it does); types: int32, uint32, int64, uint64,
 #: and float32/float64 for fetch, set, swap, add and fetch_add
 ATOMICS = {

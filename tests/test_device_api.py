@@ -120,6 +120,8 @@ SIM_ERRORS = [
     ("bad_cmp", "ShmemUsageError", r"wait_until: cmp=42 is not one of shmem\.CMP_EQ"),
     ("bad_sig_op", "ShmemUsageError", r"shmem\.signal_op: sig_op=7 is not shmem\.SIGNAL_SET or shmem\.SIGNAL_ADD"),
     ("atomic_float_and", "ShmemUsageError", r"shmem\.atomic_and: dtype float32 is not supported"),
+    ("float_and_reduce", "ShmemUsageError", r"shmem\.and_reduce_block: and needs an integer "
+                                            r"dtype, got float64"),
     ("strided_put", "ShmemUsageError", r"shmem\.put: dest must be contiguous \(a strided view "
                                        r"like x\[::2\] is not\); use iput/iget"),
     ("put_pe_out_of_range", "ShmemUsageError",

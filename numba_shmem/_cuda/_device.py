@@ -434,6 +434,65 @@ for _kind, _complete in (("barrier", True), ("sync", False)):
     _register(_kind, _inline(_barrier_factory(_kind, "", _complete)))
 
 
+# -- collectives (block scope) -------------------------------------------------------
+
+def _indent(text, levels):
+    return "".join("    " * levels + line + "\n" if line else "\n" for line in text.splitlines())
+
+
+def _make_collective(name):
+    """The block-scope implementation of a collective from the table."""
+    from .._arrays import peer_array
+    from .._runtime import barrier, sync
+
+    kind = name[:-len("_block")]
+    head = (f"    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
+            f"    start = {_BLOCK_RANK}\n    stride = {_BLOCK_SIZE}\n")
+    copy = _indent(_COPY.strip("\n"), 1)  # inside the loop over members
+    if kind == "broadcast":
+        params = "team, dest, source, nelems, root"
+        body = ("    if me == root:\n"
+                "        for j in range(size):\n"
+                f"            dst = _remote(dest, _team_entry(team, 2 + j), {name!r})\n"
+                "            src = _addr(source)\n"
+                "            nbytes = nelems * source.itemsize\n" + _indent(copy, 1))
+    elif kind in ("fcollect", "alltoall"):
+        params = "team, dest, source, nelems"
+        block = "j" if kind == "alltoall" else "0"
+        body = ("    for j in range(size):\n"
+                f"        dst = _remote(dest, _team_entry(team, 2 + j), {name!r}) + "
+                "me * nelems * dest.itemsize\n"
+                f"        src = _addr(source) + {block} * nelems * source.itemsize\n"
+                "        nbytes = nelems * source.itemsize\n" + copy)
+    else:
+        op, what = kind.split("_")
+        params = "team, dest, source, nelems"
+        block = "me" if what == "reducescatter" else "0"
+        combine = api.REDUCE_OPS[op]
+        body = ("    cuda.syncthreads()\n"
+                "    if start == 0:\n"
+                "        sync(team)\n"  # every member's source is ready
+                "    cuda.syncthreads()\n"
+                f"    offset = {block} * nelems\n"
+                "    for i in range(start, nelems, stride):\n"
+                "        a = peer_array(source, _team_entry(team, 2))[offset + i]\n"
+                "        for j in range(1, size):\n"
+                "            b = peer_array(source, _team_entry(team, 2 + j))[offset + i]\n"
+                f"            a = {combine}\n"
+                "        dest[i] = a\n")
+    tail = ("    cuda.syncthreads()\n"
+            "    if start == 0:\n"
+            "        barrier(team)\n"  # complete on every member; sources may be reused
+            "    cuda.syncthreads()\n")
+    return _compile_source(f"def impl({params}):\n{head}{body}{tail}", {
+        "_team_entry": _team_entry, "barrier": barrier, "sync": sync, "peer_array": peer_array,
+        "min": min, "max": max})
+
+
+for _name in api.COLLECTIVES:
+    _register(_name, _inline(_make_collective(_name)))
+
+
 def _impl_team_my_pe(team):
     return _team_entry(team, 1)
 

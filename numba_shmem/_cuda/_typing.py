@@ -41,13 +41,13 @@ def _check(name, names, args):
     """The return type of ``name`` for ``args``, or a TypingError saying what is wrong."""
     bound = dict(zip(names, args))
     # transfers copy bytes from the first element on: their arrays must be contiguous
-    transfer = name.startswith(("put", "get", "iput", "iget"))
+    transfer = name.startswith(("put", "get", "iput", "iget")) or name in api.COLLECTIVES
     for key in ("dest", "source", "sig", "ivar", "ivars", "status", "indices", "values"):
         if key in bound:
             _require_array(name, bound[key], key,
                            contiguous=transfer and key in ("dest", "source"))
     for key in ("pe", "nelems", "dst_stride", "src_stride", "cmp", "sig_op", "team", "src_team",
-                "src_pe", "dest_team"):
+                "src_pe", "dest_team", "root"):
         if key in bound:
             _require_int(name, bound[key], key)
     if "sig" in bound and bound["sig"].dtype != types.uint64:
@@ -55,6 +55,9 @@ def _check(name, names, args):
     if "dest" in bound and "source" in bound and bound["dest"].dtype != bound["source"].dtype:
         _fail(name, f"dest and source must have the same dtype, got {bound['dest'].dtype} "
                     f"and {bound['source'].dtype}")
+    if name in api.COLLECTIVES and name.split("_")[0] in api.INT_ONLY_OPS and \
+            isinstance(bound["source"].dtype, types.Float):
+        _fail(name, f"{name.split('_')[0]} needs an integer dtype, got {bound['source'].dtype}")
     if name in api.ATOMICS:
         arr = bound.get("dest", bound.get("source"))
         allowed = _INT_ATOMIC + (_FLOAT_ATOMIC if name in api.FLOAT_ATOMICS else ())

@@ -192,6 +192,65 @@ for _scope in ("_warp", "_block"):
     globals()[f"sync_all{_scope}"] = _make_barrier("sync_all", _scope)
 
 
+# -- collectives -------------------------------------------------------------------
+
+def _members(team, name):
+    return list(require(name).teams.get(team, f"shmem.{name}"))
+
+
+def _team_barrier(members, name):
+    require(name).bootstrap.barrier(f"shmem.{name}", members)
+
+
+def _make_collective(name):
+    kind = name[:-len("_block")]
+
+    def collective(team, dest, source, nelems, *rest):
+        members = _members(team, name)
+        me = members.index(require(name).bootstrap.rank)
+
+        def action():
+            src = _contiguous(host_array(source), name, "source")
+            if kind == "broadcast":
+                root = rest[0]
+                if me == root:
+                    for pe in members:
+                        _contiguous(_remote(dest, pe, name), name, "dest")[:nelems] = src[:nelems]
+            elif kind == "fcollect":
+                for pe in members:
+                    out = _contiguous(_remote(dest, pe, name), name, "dest")
+                    out[me * nelems:(me + 1) * nelems] = src[:nelems]
+            elif kind == "alltoall":
+                for j, pe in enumerate(members):
+                    out = _contiguous(_remote(dest, pe, name), name, "dest")
+                    out[me * nelems:(me + 1) * nelems] = src[j * nelems:(j + 1) * nelems]
+            else:
+                op, what = kind.split("_")
+                if op in api.INT_ONLY_OPS and src.dtype.kind == "f":
+                    raise ShmemUsageError(f"shmem.{name}: {op} needs an integer dtype, got "
+                                          f"{src.dtype}")
+                _team_barrier(members, name)  # every member's source is ready
+                block = me if what == "reducescatter" else 0
+                parts = [_contiguous(_remote(source, pe, name), name, "source")
+                         [block * nelems:(block + 1) * nelems] for pe in members]
+                with np.errstate(over="ignore"):
+                    result = parts[0].copy()
+                    for part in parts[1:]:
+                        result = _REDUCE[op](result, part)
+                _contiguous(host_array(dest), name, "dest")[:nelems] = result
+            _team_barrier(members, name)  # complete everywhere; sources may be reused
+
+        _cooperative("_block", action)
+    return collective
+
+
+_REDUCE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
+           "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+for _name in api.COLLECTIVES:
+    globals()[_name] = _make_collective(_name)
+
+
 def fence():
     pass  # stores reach shared memory in program order
 

@@ -44,6 +44,11 @@ def strided_put_kernel(dest, source):
 
 
 @cuda.jit
+def float_and_reduce_kernel(dest, source):
+    shmem.and_reduce_block(shmem.TEAM_WORLD, dest, source, 4)
+
+
+@cuda.jit
 def wait_all_kernel(ivars, status):
     shmem.wait_until_all(ivars, status, shmem.CMP_EQ, 1)
 
@@ -76,6 +81,9 @@ def main():
         elif scenario == "strided_put":
             arr = shmem.zeros(8, np.float64)
             strided_put_kernel[1, 1](arr, arr)
+        elif scenario == "float_and_reduce":
+            arr = shmem.zeros(8, np.float64)
+            float_and_reduce_kernel[1, 32](arr, arr)
         elif scenario == "wait_all_timeout":
             ivars = shmem.zeros(2, np.int64)
             ivars.copy_to_device(np.array([1, 0], np.int64))

@@ -1,0 +1,34 @@
+"""Compile every collective for sm_90 (no GPU needed); print a bitwise
+reduction's typing error on floats."""
+
+import sys
+
+from numba import cuda, types
+
+import numba_shmem as shmem
+
+
+def every(team, dest, source, n):
+    shmem.broadcast_block(team, dest, source, n, 0)
+    shmem.fcollect_block(team, dest, source, n)
+    shmem.alltoall_block(team, dest, source, n)
+    shmem.sum_reduce_block(team, dest, source, n)
+    shmem.prod_reducescatter_block(team, dest, source, n)
+    shmem.min_reduce_block(team, dest, source, n)
+    shmem.max_reducescatter_block(team, dest, source, n)
+    shmem.and_reduce_block(team, dest, source, n)
+    shmem.or_reducescatter_block(team, dest, source, n)
+    shmem.xor_reduce_block(team, dest, source, n)
+
+
+def float_and(team, dest, source, n):
+    shmem.and_reduce_block(team, dest, source, n)
+
+
+cuda.compile_ptx(every, (types.int64, types.int64[::1], types.int64[::1], types.int64), cc=(9, 0))
+sys.stdout.write("compiled\n")
+try:
+    cuda.compile_ptx(float_and, (types.int64, types.float64[::1], types.float64[::1], types.int64),
+                     cc=(9, 0))
+except Exception as exc:  # the typing error is the output
+    sys.stdout.write(" ".join(str(exc).split()) + "\n")

@@ -1,0 +1,19 @@
+"""Team collectives at block scope, against numpy, on both backends."""
+
+import pytest
+
+from conftest import python, shmem_run
+
+
+@pytest.mark.parametrize("npes", [2, 4])
+def test_every_collective_on_the_world_and_on_a_subteam(npes):
+    result = shmem_run(npes, "collectives.py", timeout=600, env={"NUMBA_SHMEM_WAIT_TIMEOUT": "120"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.splitlines()) == [f"PE {pe}: collectives ok" for pe in range(npes)]
+
+
+def test_collectives_compile_and_bitwise_reductions_need_integers():
+    result = python("ptx_collectives.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    assert "compiled" in result.stdout
+    assert "shmem.and_reduce_block: and needs an integer dtype, got float64" in result.stdout
