@@ -115,11 +115,9 @@ def team_translate_pe(src_team, src_pe, dest_team):
 
 
 def _parent(parent, what):
+    """The runtime and the parent's members (a PE's table holds only its own teams)."""
     runtime = require(what)
-    members = runtime.teams.get(parent, f"shmem.{what}")
-    if runtime.bootstrap.rank not in members:
-        raise ShmemUsageError(f"shmem.{what}: this PE is not in the parent team {parent}")
-    return runtime, members
+    return runtime, runtime.teams.get(parent, f"shmem.{what}")
 
 
 def team_split_strided(parent, start, stride, size):

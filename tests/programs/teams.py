@@ -77,6 +77,19 @@ def main():
            shmem.team_split_strided, shmem.TEAM_WORLD, 0, 0, 1)
     expect("shmem.team_destroy: TEAM_WORLD and TEAM_SHARED cannot be destroyed",
            shmem.team_destroy, shmem.TEAM_WORLD)
+    expect("shmem.team_split_2d: xrange must be an int >= 1, got 0",
+           shmem.team_split_2d, shmem.TEAM_WORLD, 0)
+    # handles run out: every PE is in rows, columns and the world, shared and its own team
+    extra = []
+    try:
+        while True:
+            extra.append(shmem.team_split_strided(shmem.TEAM_WORLD, 0, 1, n))
+    except shmem.ShmemUsageError as exc:
+        assert str(exc).startswith("shmem.team_split_strided: no team handle is free on every "
+                                   "member; destroy teams (at most 64 per PE)"), str(exc)
+    assert len(extra) == 64 - 4, len(extra)
+    for team in extra:
+        shmem.team_destroy(team)
     shmem.team_destroy(rows)
     shmem.team_destroy(columns)
     shmem.free(flag)
