@@ -17,3 +17,20 @@ def test_collectives_compile_and_bitwise_reductions_need_integers():
     assert result.returncode == 0, result.stderr
     assert "compiled" in result.stdout
     assert "shmem.and_reduce_block: and needs an integer dtype, got float64" in result.stdout
+
+
+def test_moe_dispatch_sample():
+    from conftest import BACKEND, ROOT
+
+    tokens, hidden = (8, 32) if BACKEND == "sim" else (4096, 1024)
+    result = shmem_run(4, str(ROOT / "samples/moe_dispatch.py"), "--tokens", tokens,
+                       "--hidden", hidden, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert len(lines) == 4
+    took = 0
+    for pe, line in enumerate(lines):
+        assert line.startswith(f"PE {pe}: sent {tokens} tokens, its experts took ")
+        assert line.endswith("combined results wrong: 0")
+        took += int(line.split("took ")[1].split(",")[0])
+    assert took == 4 * tokens  # every token went to exactly one expert
