@@ -34,3 +34,17 @@ def test_moe_dispatch_sample():
         assert line.endswith("combined results wrong: 0")
         took += int(line.split("took ")[1].split(",")[0])
     assert took == 4 * tokens  # every token went to exactly one expert
+
+
+def test_allgather_gemm_sample():
+    from conftest import BACKEND, ROOT
+
+    m, k, n = (4, 8, 4) if BACKEND == "sim" else (256, 512, 256)
+    result = shmem_run(4, str(ROOT / "samples/allgather_gemm.py"), "--m", m, "--k", k, "--n", n,
+                       timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert len(lines) == 4
+    for pe, line in enumerate(lines):
+        assert line.startswith(f"PE {pe}: C is {4 * m}x{n}, largest difference from numpy ")
+        assert line.endswith("(ok)")
