@@ -21,6 +21,7 @@ from ._errors import (  # noqa: E402
     ShmemTimeoutError,
     ShmemUsageError,
 )
+from ._host_collectives import HOST_COLLECTIVES as _HOST_COLLECTIVES  # noqa: E402
 from ._host_rma import barrier_all_on_stream  # noqa: E402
 from ._launch import collective_launch  # noqa: E402
 from ._runtime import (  # noqa: E402
@@ -32,6 +33,7 @@ from ._teams import (  # noqa: E402
 )
 
 globals().update(_DEVICE_FUNCTIONS)
+globals().update(_HOST_COLLECTIVES)
 
 if not _select.numba_is_simulator():
     from ._cuda import _intrinsics  # noqa: E402,F401  (registers the device side)
@@ -79,4 +81,5 @@ __all__ = [
     "team_translate_pe",
     "zeros",
     *sorted(_DEVICE_FUNCTIONS),
+    *sorted(_HOST_COLLECTIVES),
 ]

@@ -5,9 +5,10 @@ import pytest
 from conftest import python, shmem_run
 
 
-@pytest.mark.parametrize("npes", [2, 4])
-def test_every_collective_on_the_world_and_on_a_subteam(npes):
-    result = shmem_run(npes, "collectives.py", timeout=600, env={"NUMBA_SHMEM_WAIT_TIMEOUT": "120"})
+@pytest.mark.parametrize("npes,mode", [(2, "device"), (4, "device"), (2, "host")])
+def test_every_collective_on_the_world_and_on_a_subteam(npes, mode):
+    result = shmem_run(npes, "collectives.py", mode, timeout=600,
+                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "120"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(result.stdout.splitlines()) == [f"PE {pe}: collectives ok" for pe in range(npes)]
 

@@ -1,4 +1,10 @@
-"""Every collective on TEAM_WORLD and on the even PEs, checked against numpy."""
+"""Every collective on TEAM_WORLD and on the even PEs, checked against numpy.
+
+    collectives.py [device | host]
+
+``device`` calls the block-scope functions from a kernel; ``host`` calls their
+host forms on a stream.
+"""
 
 import sys
 
@@ -55,14 +61,23 @@ def expected(name, rank, size, dtype):
     return result
 
 
+HOST = False
+
+
 def run(team, name, dtype):
     rank, size = shmem.team_my_pe(team), shmem.team_n_pes(team)
     source = shmem.array(size * N, dtype)
     dest = shmem.zeros(size * N, dtype)
     source.copy_to_device(source_of(rank, size, dtype))
     shmem.barrier_all()
-    kernel_for(name)[1, 64](team, dest, source, N, 1 % size)
-    cuda.synchronize()
+    if HOST:
+        stream = cuda.stream()
+        root = (1 % size,) if name == "broadcast_block" else ()
+        getattr(shmem, name[:-len("_block")])(team, dest, source, N, *root, stream=stream)
+        stream.synchronize()
+    else:
+        kernel_for(name)[1, 64](team, dest, source, N, 1 % size)
+        cuda.synchronize()
     want = expected(name, rank, size, dtype)
     got = dest.copy_to_host()[:want.size]
     assert np.array_equal(got, want), (name, dtype, rank, got, want)
@@ -72,6 +87,8 @@ def run(team, name, dtype):
 
 
 def main():
+    global HOST
+    HOST = sys.argv[1:] == ["host"]
     shmem.init()
     me, n = shmem.my_pe(), shmem.n_pes()
     evens = shmem.team_split_strided(shmem.TEAM_WORLD, 0, 2, (n + 1) // 2)
