@@ -1,0 +1,158 @@
+"""One PE of the collectives benchmark (run by benchmarks/collectives.py).
+
+Prints one JSON line from PE 0: barrier_all latency, a bare PTX ping-pong
+(PEs 0 and 1) for reference, collective bandwidth against a local copy of the
+same bytes, and the fused AllGather + GEMM against the same work unfused.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+from numba import cuda
+
+import numba_shmem as shmem
+from numba_shmem._cuda._primitives import _addr, _load_acquire, _now, _remote, _signal_update
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "samples"))
+from allgather_gemm import allgather_gemm  # noqa: E402
+
+BARRIERS = 10000
+
+
+@cuda.jit
+def barriers(stamps, rounds):
+    if cuda.grid(1) == 0:
+        for r in range(rounds):
+            if r == 100:
+                stamps[0] = _now()
+            shmem.barrier_all()
+        stamps[1] = _now()
+
+
+@cuda.jit
+def ping_pong(sig, iters, stamps):
+    me = shmem.my_pe()
+    if me > 1:
+        return
+    here = _addr(sig)
+    there = _remote(sig, 1 - me, "ping_pong")
+    for i in range(iters):
+        if i == 100:
+            stamps[0] = _now()
+        if me == 0:
+            _signal_update(there, i + 1, 0)
+            while _load_acquire(sig, here) < i + 1:
+                pass
+        else:
+            while _load_acquire(sig, here) < i + 1:
+                pass
+            _signal_update(there, i + 1, 0)
+    stamps[1] = _now()
+
+
+@cuda.jit
+def local_copy(dest, source):
+    for i in range(cuda.threadIdx.x, source.size, cuda.blockDim.x):
+        dest[i] = source[i]
+
+
+@cuda.jit
+def gemm(a, b, c):
+    e = cuda.grid(1)
+    n = b.shape[1]
+    if e < c.size:
+        row, col = e // n, e % n
+        acc = np.float32(0)
+        for x in range(b.shape[0]):
+            acc += a[row * b.shape[0] + x] * b[x, col]
+        c[row, col] = acc
+
+
+def seconds(launch, reps=5):
+    launch()
+    cuda.synchronize()
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    for _ in range(reps):
+        launch()
+    stop.record()
+    stop.synchronize()
+    return cuda.event_elapsed_time(start, stop) / 1e3 / reps
+
+
+def main():
+    max_bytes = int(sys.argv[1])
+    shmem.init()
+    if shmem._runtime.current().backend != "cuda":
+        raise SystemExit("benchmarks/collectives.py measures the GPU; it does not run on the simulator")
+    me, npes = shmem.my_pe(), shmem.n_pes()
+    results = {"npes": npes}
+    stamps = cuda.device_array(2, np.int64)
+    for _ in range(2):  # the first run compiles
+        shmem.barrier_all()
+        shmem.collective_launch(barriers, 1, 32, stamps, BARRIERS)
+        cuda.synchronize()
+    t0, t1 = stamps.copy_to_host()
+    results["barrier_all_us"] = (t1 - t0) / 1e3 / (BARRIERS - 100)
+    if npes >= 2:
+        for _ in range(2):
+            sig = shmem.zeros(1, np.uint64)
+            shmem.barrier_all()
+            ping_pong[1, 1](sig, 20000, stamps)
+            cuda.synchronize()
+            shmem.barrier_all()
+            shmem.free(sig)
+        t0, t1 = stamps.copy_to_host()
+        if me == 0:
+            results["bare_ping_pong_us"] = (t1 - t0) / 1e3 / (20000 - 100)
+    rows = []
+    size = 4096
+    while size <= max_bytes:
+        n = size // 4  # float32 elements per PE
+        source = shmem.zeros(n * npes, np.float32)
+        dest = shmem.zeros(n * npes, np.float32)
+        local = cuda.device_array(n * npes, np.float32)
+        row = {"bytes": size}
+        for name, call in (
+                ("fcollect", lambda: shmem.fcollect(shmem.TEAM_WORLD, dest, source, n)),
+                ("alltoall", lambda: shmem.alltoall(shmem.TEAM_WORLD, dest, source, n)),
+                ("sum_reduce", lambda: shmem.sum_reduce(shmem.TEAM_WORLD, dest, source, n))):
+            shmem.barrier_all()
+            row[f"{name}_s"] = seconds(call)
+        row["local_copy_s"] = seconds(lambda: local_copy[1, 256](local[:n], source[:n]))
+        rows.append(row)
+        shmem.barrier_all()
+        for arr in (dest, source):
+            shmem.free(arr)
+        size *= 4
+    results["collectives"] = rows
+    # fused AllGather + GEMM against fcollect, then GEMM
+    m, k, n = 1024, 1024, 1024
+    gathered = shmem.zeros(npes * m * k, np.float32)
+    ready = shmem.zeros(npes, np.uint64)
+    a_shard = cuda.to_device(np.random.default_rng(me).random(m * k, np.float32))
+    b = cuda.to_device(np.random.default_rng(99).random((k, n), np.float32))
+    c = cuda.device_array((npes * m, n), np.float32)
+
+    def fused():
+        ready.copy_to_device(np.zeros(npes, np.uint64))
+        shmem.barrier_all()
+        shmem.collective_launch(allgather_gemm, 0, 128, gathered, a_shard, ready, b, c, m)
+
+    def unfused():
+        shmem.fcollect(shmem.TEAM_WORLD, gathered, a_shard, m * k)
+        gemm[-(-(npes * m * n) // 256), 256](gathered, b, c)
+
+    results["fused_s"] = seconds(fused, 3)
+    results["unfused_s"] = seconds(unfused, 3)
+    results["gemm_shape"] = [npes * m, k, n]
+    shmem.barrier_all()
+    if me == 0:
+        sys.stdout.write(json.dumps(results) + "\n")
+    shmem.finalize()
+
+
+if __name__ == "__main__":
+    main()
