@@ -26,6 +26,7 @@ def main():
     stream.synchronize()
     assert (back == np.arange(32) + 100 * me).all()
     assert (on_device.copy_to_host() == np.arange(16) + 100 * me).all()
+    shmem.barrier_all()  # the left neighbour overwrites our copy next: we have checked it
     # a device source
     shmem.put(data, cuda.to_device(np.full(8, 7, np.int64)), right, stream=stream)
     shmem.barrier_all_on_stream(stream)
