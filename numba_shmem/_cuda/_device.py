@@ -73,6 +73,10 @@ _NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy4"
               "_quiet": _quiet}
 
 
+def _indent(text, levels):
+    return "".join("    " * levels + line + "\n" if line else "\n" for line in text.splitlines())
+
+
 def _compile_source(source, namespace=None):
     scope = dict(_NAMESPACE, **(namespace or {}))
     exec(source, scope)  # noqa: S102  (generated from the tables above)
@@ -148,6 +152,21 @@ def _impl_quiet():
 _POLLS_BEFORE_SLEEP = 64
 _MAX_SLEEP_NS = 256
 
+#: One more poll of a spin-wait: after POLLS polls, sleep, doubling up to MAX_SLEEP.
+_BACKOFF = """polls += 1
+if polls > POLLS:
+    _nanosleep(pause)
+    pause = min(pause * 2, MAX_SLEEP)"""
+
+
+def _spin_namespace(debug, timeout_ns):
+    """What every spin-wait's source refers to."""
+    from .._runtime import my_pe
+
+    return {"_now": _now, "_nanosleep": _nanosleep, "_trap": _trap, "_my_pe": my_pe,
+            "DEBUG": debug, "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP,
+            "MAX_SLEEP": _MAX_SLEEP_NS, "min": min}
+
 
 def _wait_source(name, params, result):
     """A spin-wait with back-off; in debug mode, a timeout that prints what it
@@ -159,10 +178,7 @@ def _wait_source(name, params, result):
         "    start = _now() if DEBUG else 0\n"
         "    while True:\n"
         f"{result}"
-        "        polls += 1\n"
-        "        if polls > POLLS:\n"
-        "            _nanosleep(pause)\n"
-        "            pause = min(pause * 2, MAX_SLEEP)\n"
+        f"{_indent(_BACKOFF, 2)}"
         "        if DEBUG and _now() - start > TIMEOUT:\n"
         f"            print('numba-shmem: PE', _my_pe(), 'timed out in {name} at address',\n"
         "                  WHERE, 'waiting for', WANT, 'last seen', SEEN)\n"
@@ -170,12 +186,8 @@ def _wait_source(name, params, result):
 
 
 def _make_wait(name, debug, timeout_ns):
-    from .._runtime import my_pe
-
-    namespace = {"_now": _now, "_nanosleep": _nanosleep, "_trap": _trap, "_my_pe": my_pe,
-                 "_compare": _compare, "_load_acquire": _load_acquire, "_addr": _addr,
-                 "DEBUG": debug, "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP,
-                 "MAX_SLEEP": _MAX_SLEEP_NS, "min": min}
+    namespace = {**_spin_namespace(debug, timeout_ns), "_compare": _compare,
+                 "_load_acquire": _load_acquire, "_addr": _addr}
     scalar = name in ("signal_wait_until", "wait_until")
     if scalar:
         body = ("        seen = _load_acquire(ivar, _addr(ivar))\n"
@@ -359,10 +371,7 @@ _SYNC = """
         polls = 0
         pause = 32
         while _load_u64(base + 8 * j) < epoch:
-            polls += 1
-            if polls > POLLS:
-                _nanosleep(pause)
-                pause = min(pause * 2, MAX_SLEEP)
+BACKOFF
             if DEBUG and _now() - start > TIMEOUT:
                 print('numba-shmem: PE', _my_pe(), 'timed out in', NAME, 'waiting for PE',
                       _team_entry(TEAM, 2 + j), 'to reach epoch', epoch)
@@ -372,11 +381,12 @@ _SYNC = """
 
 def _make_barrier(name, scope, complete, debug, timeout_ns):
     """barrier_all/sync_all (team 0) at a scope, or barrier(team)/sync(team)."""
-    from .._runtime import my_pe, n_pes
+    from .._runtime import n_pes
 
     start, _stride, sync, leader = _SCOPE[scope]
     team = "team" if name in ("barrier", "sync") else "0"
-    body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team)
+    body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team).replace(
+        "BACKOFF\n", _indent(_BACKOFF, 3))
     if complete:
         body = "    _quiet()\n" + body
     params = "team" if team == "team" else ""
@@ -388,11 +398,9 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
     else:
         source = f"def impl({params}):\n{body}"
     return _compile_source(source, {
-        "_mark_cooperative": _mark_cooperative, "_heap_base": _heap_base, "_my_pe": my_pe,
-        "_n_pes": n_pes, "_load_u64": _load_u64, "_store_u64": _store_u64, "_peer_of": _peer_of,
-        "_team_entry": _team_entry, "_now": _now, "_nanosleep": _nanosleep, "_trap": _trap,
-        "DEBUG": debug, "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP,
-        "MAX_SLEEP": _MAX_SLEEP_NS, "min": min})
+        **_spin_namespace(debug, timeout_ns), "_mark_cooperative": _mark_cooperative,
+        "_heap_base": _heap_base, "_n_pes": n_pes, "_load_u64": _load_u64,
+        "_store_u64": _store_u64, "_peer_of": _peer_of, "_team_entry": _team_entry})
 
 
 def _barrier_factory(name, scope, complete):
@@ -435,10 +443,6 @@ for _kind, _complete in (("barrier", True), ("sync", False)):
 
 
 # -- collectives (block scope) -------------------------------------------------------
-
-def _indent(text, levels):
-    return "".join("    " * levels + line + "\n" if line else "\n" for line in text.splitlines())
-
 
 def _make_collective(name):
     """The block-scope implementation of a collective from the table."""
