@@ -13,6 +13,7 @@ import numpy as np
 from numba import cuda
 
 import numba_shmem as shmem
+from _timing import timed_calls
 from numba_shmem._cuda._primitives import _addr, _load_acquire, _now, _remote, _signal_update
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "samples"))
@@ -70,18 +71,6 @@ def gemm(a, b, c):
         c[row, col] = acc
 
 
-def seconds(launch, reps=5):
-    launch()
-    cuda.synchronize()
-    start, stop = cuda.event(), cuda.event()
-    start.record()
-    for _ in range(reps):
-        launch()
-    stop.record()
-    stop.synchronize()
-    return cuda.event_elapsed_time(start, stop) / 1e3 / reps
-
-
 def main():
     max_bytes = int(sys.argv[1])
     shmem.init()
@@ -120,8 +109,8 @@ def main():
                 ("alltoall", lambda: shmem.alltoall(shmem.TEAM_WORLD, dest, source, n)),
                 ("sum_reduce", lambda: shmem.sum_reduce(shmem.TEAM_WORLD, dest, source, n))):
             shmem.barrier_all()
-            row[f"{name}_s"] = seconds(call)
-        row["local_copy_s"] = seconds(lambda: local_copy[1, 256](local[:n], source[:n]))
+            row[f"{name}_s"] = timed_calls(call, 5)
+        row["local_copy_s"] = timed_calls(lambda: local_copy[1, 256](local[:n], source[:n]), 5)
         rows.append(row)
         shmem.barrier_all()
         for arr in (dest, source):
@@ -145,8 +134,8 @@ def main():
         shmem.fcollect(shmem.TEAM_WORLD, gathered, a_shard, m * k)
         gemm[-(-(npes * m * n) // 256), 256](gathered, b, c)
 
-    results["fused_s"] = seconds(fused, 3)
-    results["unfused_s"] = seconds(unfused, 3)
+    results["fused_s"] = timed_calls(fused, 3)
+    results["unfused_s"] = timed_calls(unfused, 3)
     results["gemm_shape"] = [npes * m, k, n]
     shmem.barrier_all()
     if me == 0:

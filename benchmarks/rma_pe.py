@@ -12,6 +12,7 @@ import numpy as np
 from numba import cuda
 
 import numba_shmem as shmem
+from _timing import timed, timed_calls
 from numba_shmem._cuda._primitives import _addr, _load_acquire, _now, _remote, _signal_update
 
 
@@ -128,32 +129,6 @@ def add_throughput(counters, spread, iters):
     slot = tid % spread
     for i in range(iters):
         shmem.atomic_add(counters[slot:slot + 1], 1, 0)
-
-
-def timed(launch, reps):
-    """Seconds per repetition of a kernel that repeats its work ``reps`` times
-    in one launch (after a warm-up launch that also compiles it)."""
-    launch(1)
-    cuda.synchronize()
-    start, stop = cuda.event(), cuda.event()
-    start.record()
-    launch(reps)
-    stop.record()
-    stop.synchronize()
-    return cuda.event_elapsed_time(start, stop) / 1e3 / reps
-
-
-def timed_calls(call, reps):
-    """Seconds per call of a host-side operation, between two events."""
-    call()
-    cuda.synchronize()
-    start, stop = cuda.event(), cuda.event()
-    start.record()
-    for _ in range(reps):
-        call()
-    stop.record()
-    stop.synchronize()
-    return cuda.event_elapsed_time(start, stop) / 1e3 / reps
 
 
 def main():
