@@ -11,7 +11,9 @@ from ._runtime import require
 _KERNELS = {}
 
 
-def _kernel(block_name):
+def block_kernel(block_name):
+    """A kernel ``(team, dest, source, nelems, root)`` that calls ``block_name``
+    (``root`` is passed on only where the collective takes one)."""
     if block_name not in _KERNELS:
         from numba import cuda
 
@@ -39,7 +41,7 @@ def _make(block_name):
 
     def collective(team, dest, source, nelems, *root, stream=0):
         runtime = require(name)
-        kernel = _kernel(block_name)
+        kernel = block_kernel(block_name)
         if runtime.backend == "sim":
             kernel[1, _THREADS](team, dest, source, nelems, root[0] if takes_root else 0)
         else:

@@ -11,27 +11,9 @@ import sys
 import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
 import numpy as np
 from numba import cuda
+from numba_shmem._host_collectives import block_kernel  # a user kernel calling the block form
 
 N = 37  # elements per member: not a multiple of the vector width
-
-KERNELS = {}
-
-
-def kernel_for(name):
-    """One kernel per collective (numba compiles a call to each name separately)."""
-    if name not in KERNELS:
-        fn = getattr(shmem, name)
-        if name == "broadcast_block":
-            @cuda.jit
-            def kernel(team, dest, source, nelems, root):
-                fn(team, dest, source, nelems, root)
-        else:
-            @cuda.jit
-            def kernel(team, dest, source, nelems, root):
-                fn(team, dest, source, nelems)
-        KERNELS[name] = kernel
-    return KERNELS[name]
-
 
 REDUCE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
           "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
@@ -76,7 +58,7 @@ def run(team, name, dtype):
         getattr(shmem, name[:-len("_block")])(team, dest, source, N, *root, stream=stream)
         stream.synchronize()
     else:
-        kernel_for(name)[1, 64](team, dest, source, N, 1 % size)
+        block_kernel(name)[1, 64](team, dest, source, N, 1 % size)
         cuda.synchronize()
     want = expected(name, rank, size, dtype)
     got = dest.copy_to_host()[:want.size]
