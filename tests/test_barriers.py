@@ -11,7 +11,7 @@ ROUNDS = 10000 if BACKEND == "cuda" else 100  # the simulator's barrier is a ren
 
 @pytest.mark.parametrize("npes", [2, 4])
 def test_many_barriers_in_one_kernel_at_every_scope(npes):
-    result = shmem_run(npes, "barriers.py", ROUNDS, timeout=600,
+    result = shmem_run(npes, "barriers.py", ROUNDS, timeout=240,
                        env={"NUMBA_SHMEM_WAIT_TIMEOUT": "120"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(result.stdout.splitlines()) == [
@@ -51,7 +51,7 @@ def test_bad_launch_shapes(griddim, blockdim, message):
 
 @pytest.mark.parametrize("npes", [2, 4])
 def test_teams_split_query_translate_barrier_and_destroy(npes):
-    result = shmem_run(npes, "teams.py", 1000 if BACKEND == "cuda" else 20, timeout=300,
+    result = shmem_run(npes, "teams.py", 1000 if BACKEND == "cuda" else 20, timeout=240,
                        env={"NUMBA_SHMEM_WAIT_TIMEOUT": "120"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(result.stdout.splitlines()) == [f"PE {pe}: teams ok" for pe in range(npes)]

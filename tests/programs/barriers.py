@@ -64,7 +64,9 @@ def main():
     for kernel in (thread_rounds, block_rounds, warp_rounds):
         flag = shmem.zeros(1, np.int64)
         errors = cuda.to_device(np.zeros(1, np.int64))
-        shmem.collective_launch(kernel, 0, 64, flag, errors, rounds)
+        # one block per PE: a device barrier is called once per PE (by one thread,
+        # one warp or one block), never by every block of a larger grid
+        shmem.collective_launch(kernel, 1, 64, flag, errors, rounds)
         cuda.synchronize()
         assert errors.copy_to_host()[0] == 0, f"{kernel.__name__}: a barrier let a PE through early"
         shmem.free(flag)

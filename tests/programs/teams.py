@@ -66,7 +66,7 @@ def main():
     errors = cuda.to_device(np.zeros(1, np.int64))
     # every PE launches (collective_launch is collective over all PEs); each
     # passes the token around its own team, evens and odds at once
-    shmem.collective_launch(team_rounds, 0, 32, flag, errors, mine, rounds)
+    shmem.collective_launch(team_rounds, 1, 32, flag, errors, mine, rounds)
     cuda.synchronize()
     assert errors.copy_to_host()[0] == 0, "a team barrier let a PE through early"
     shmem.barrier(mine)
@@ -93,8 +93,10 @@ def main():
     shmem.team_destroy(rows)
     shmem.team_destroy(columns)
     shmem.free(flag)
-    shmem.finalize()
+    # before finalize, flushed: under mpiexec, output written after MPI_Finalize may be lost
     sys.stdout.write(f"PE {me}: teams ok\n")
+    sys.stdout.flush()
+    shmem.finalize()
 
 
 if __name__ == "__main__":
