@@ -41,18 +41,51 @@ def _clean_env(extra):
     return env
 
 
+RUNNING = set()  # the jobs now running, each the leader of its process group
+
+
+def stop_job(proc, grace=10):
+    """SIGTERM first, so that shmem-run stops its PEs and its MPS daemon (which
+    lives in a session of its own), then SIGKILL what is left of the group."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    except ProcessLookupError:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _stop_running_jobs(signum, frame):
+    """pytest killed from outside (a CI or batch timeout) takes its jobs with it:
+    they run in their own sessions and would otherwise keep PEs spinning on the GPU."""
+    for proc in list(RUNNING):
+        stop_job(proc)
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
+signal.signal(signal.SIGTERM, _stop_running_jobs)
+
+
 def run_hard(command, timeout, env=None, cwd=ROOT):
     """Run ``command`` in its own process group; kill the group at ``timeout``
     so a hung PE fails the test instead of wedging the suite."""
     proc = subprocess.Popen(command, cwd=cwd, env=_clean_env(env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    RUNNING.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        stop_job(proc)
         out, err = proc.communicate()
         pytest.fail(f"{' '.join(map(str, command))} hung past {timeout} s\n"
                     f"stdout:\n{out}\nstderr:\n{err}")
+    finally:
+        RUNNING.discard(proc)
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 

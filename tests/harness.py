@@ -10,14 +10,13 @@ request, so a hang never wedges the suite.
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-from conftest import PROGRAMS, ROOT, _clean_env
+from conftest import PROGRAMS, ROOT, RUNNING, _clean_env, stop_job
 from numba_shmem._bootstrap import _wire
 
 
@@ -47,6 +46,7 @@ class PEGroup:
              str(PROGRAMS / "harness_pe.py"), path],
             cwd=ROOT, env=_clean_env(self._env), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        RUNNING.add(self._proc)
         self.starts += 1
         conns = {}
         try:
@@ -99,8 +99,9 @@ class PEGroup:
             try:
                 output, _ = self._proc.communicate(timeout=10)
             except subprocess.TimeoutExpired:
-                os.killpg(self._proc.pid, signal.SIGKILL)
+                stop_job(self._proc)
                 output, _ = self._proc.communicate()
+            RUNNING.discard(self._proc)
         for conn in self._conns:
             conn.close()
         self._conns = []
