@@ -65,7 +65,7 @@ def experts_and_combine(inbox, origin, count, arrived, outbox, hidden):
     for s in range(cuda.blockIdx.x, count[0], cuda.gridDim.x):
         home = origin[s * 3]
         t = origin[s * 3 + 1]
-        scale = origin[s * 3 + 2] + 1
+        scale = np.float32(origin[s * 3 + 2] + 1)
         for i in range(cuda.threadIdx.x, hidden, cuda.blockDim.x):
             inbox[s * hidden + i] *= scale
         cuda.syncthreads()
@@ -107,7 +107,7 @@ def main():
     experts_and_combine[4, 64](inbox, origin, count, arrived, outbox, args.hidden)
     finish[1, 1](done)
     cuda.synchronize()
-    reference = tokens_host * (route[:, None] + 1)
+    reference = tokens_host * (route[:, None] + 1).astype(np.float32)  # float32, as on the GPU
     result = outbox.copy_to_host().reshape(args.tokens, args.hidden)
     wrong = int((result != reference).sum())
     received = int(count.copy_to_host()[0])
