@@ -1,56 +1,111 @@
 """Host forms of the team collectives, ordered on a CUDA stream.
 
-``shmem.sum_reduce(team, dest, source, nelems, stream=s)`` enqueues a one-block
-kernel that runs ``sum_reduce_block`` on ``s``; collective over ``team``, and
-complete on every member when the stream is.
+``shmem.sum_reduce(team, dest, source, nelems, stream=s)`` enqueues its work on
+``s``; collective over ``team``, and complete on every member when the stream is.
+The data moves in a grid of many blocks, each taking a slice of every member's
+part (a one-block kernel would leave most of the GPU idle); one-thread kernels
+around it synchronize the team: ``sync(team)`` before a reduction reads the
+members' sources, ``barrier(team)`` after every collective.
 """
 
+import numpy as np
+
 from . import _device_api as api
+from ._arrays import peer_view
+from ._errors import ShmemUsageError
+from ._host_rma import _flat
 from ._runtime import require
 
-_KERNELS = {}
+_THREADS = 256
+#: bytes of each member's part one block moves; the grid has at most _MAX_BLOCKS
+_CHUNK_BYTES = 64 << 10
+_MAX_BLOCKS = 1024
 
 
-def block_kernel(block_name):
-    """A kernel ``(team, dest, source, nelems, root)`` that calls ``block_name``
-    (``root`` is passed on only where the collective takes one)."""
-    if block_name not in _KERNELS:
+_MEMBERS = {}  # tuple of member PEs -> the device array of them
+
+
+def _members_on_device(members):
+    if members not in _MEMBERS:
         from numba import cuda
 
-        from . import _device_api
-
-        fn = _device_api.FUNCTIONS[block_name]
-        if "root" in api.TABLE[block_name][0].split():
-            @cuda.jit
-            def kernel(team, dest, source, nelems, root):
-                fn(team, dest, source, nelems, root)
-        else:
-            @cuda.jit
-            def kernel(team, dest, source, nelems, root):
-                fn(team, dest, source, nelems)
-        _KERNELS[block_name] = kernel
-    return _KERNELS[block_name]
+        _MEMBERS[members] = cuda.to_device(np.array(members, np.int32))
+    return _MEMBERS[members]
 
 
-_THREADS = 256
+def _grid(nelems, itemsize):
+    """Blocks, and elements per block (a whole number of 16-byte vectors)."""
+    vector = max(1, 16 // itemsize)
+    per_block = max(vector, _CHUNK_BYTES // itemsize // vector * vector)
+    blocks = -(-nelems // per_block)
+    if blocks > _MAX_BLOCKS:
+        blocks = _MAX_BLOCKS
+        per_block = -(-nelems // blocks // vector) * vector
+    return max(1, blocks), per_block
+
+
+def _checked(name, dest, source, nelems, root, members, rank):
+    """The flat dest and source, once every argument is right for ``name``."""
+    def fail(message):
+        raise ShmemUsageError(f"shmem.{name}: {message}")
+
+    if isinstance(nelems, bool) or not isinstance(nelems, (int, np.integer)) or nelems < 0:
+        fail(f"nelems must be an int >= 0, got {nelems!r}")
+    if dest.dtype != source.dtype:
+        fail(f"dest and source must have the same dtype, got {dest.dtype} and {source.dtype}")
+    op, what = (name.split("_") + [""])[:2]
+    if op in api.INT_ONLY_OPS and source.dtype.kind == "f":
+        fail(f"{op} needs an integer dtype, got {source.dtype}")
+    if name == "broadcast" and not (root and 0 <= root[0] < len(members)):
+        fail(f"root must be a PE of the team (0 to {len(members) - 1}), got "
+             f"{root[0] if root else None!r}")
+    peer_view(dest, rank, f"shmem.{name} (dest)")  # dest must be symmetric
+    if what in ("reduce", "reducescatter"):
+        peer_view(source, rank, f"shmem.{name} (source)")  # members read each other's source
+    many = len(members) * nelems
+    for arg, arr, needed in (
+            ("dest", dest, many if name in ("fcollect", "alltoall") else nelems),
+            ("source", source, many if name == "alltoall" or what == "reducescatter" else nelems)):
+        if arr.size < needed:
+            fail(f"{arg} holds {arr.size} elements but needs {needed} for nelems={nelems} on "
+                 f"{len(members)} PEs; pass a larger {arg} or a smaller nelems")
+    return _flat(dest), _flat(source)
 
 
 def _make(block_name):
     name = block_name[:-len("_block")]
     takes_root = "root" in api.TABLE[block_name][0].split()
+    kind = name.split("_")
+    reduce_op = kind[0] if kind[-1] in ("reduce", "reducescatter") else None
 
     def collective(team, dest, source, nelems, *root, stream=0):
         runtime = require(name)
-        kernel = block_kernel(block_name)
-        if runtime.backend == "sim":
-            kernel[1, _THREADS](team, dest, source, nelems, root[0] if takes_root else 0)
+        members = runtime.teams.get(team, f"shmem.{name}")
+        me = members.index(runtime.bootstrap.rank)
+        dest, source = _checked(name, dest, source, nelems, root, members, runtime.bootstrap.rank)
+        launch = (lambda k, g, b: k[g, b]) if runtime.backend == "sim" else \
+            (lambda k, g, b: k[g, b, stream])
+        on_device = _members_on_device(members)
+        blocks, per_block = _grid(nelems, source.dtype.itemsize)
+        from . import _host_kernels as kernels
+
+        if reduce_op is None:
+            which = {"broadcast": kernels.BROADCAST, "fcollect": kernels.FCOLLECT,
+                     "alltoall": kernels.ALLTOALL}[name]
+            launch(kernels.spread, blocks, _THREADS)(
+                on_device, me, dest, source, nelems, which, root[0] if takes_root else 0,
+                per_block)
         else:
-            kernel[1, _THREADS, stream](team, dest, source, nelems, root[0] if takes_root else 0)
+            launch(kernels.team_sync, 1, 1)(team)  # every member's source is ready
+            launch(kernels.reduce_kernel(reduce_op), blocks, _THREADS)(
+                on_device, me, dest, source, nelems, kind[-1] == "reducescatter")
+        launch(kernels.team_barrier, 1, 1)(team)  # complete on every member
 
     collective.__name__ = collective.__qualname__ = name
     collective.__module__ = "numba_shmem"
-    collective.__doc__ = (f"Host. Collective over ``team``: ``{block_name}`` in a one-block "
-                          "kernel on ``stream``; complete on every member when the stream is.\n\n"
+    collective.__doc__ = (f"Host. Collective over ``team``: what ``{block_name}`` does, "
+                          "enqueued on ``stream`` (a grid of many blocks moves the data); "
+                          "complete on every member when the stream is.\n\n"
                           + api.TABLE[block_name][1])
     return collective
 

@@ -1,9 +1,10 @@
 """Every collective on TEAM_WORLD and on the even PEs, checked against numpy.
 
-    collectives.py [device | host]
+    collectives.py [device | host | host_errors]
 
 ``device`` calls the block-scope functions from a kernel; ``host`` calls their
-host forms on a stream.
+host forms on a stream; ``host_errors`` gives the host forms bad arguments,
+then checks that the job still works.
 """
 
 import sys
@@ -11,7 +12,6 @@ import sys
 import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
 import numpy as np
 from numba import cuda
-from numba_shmem._host_collectives import block_kernel  # a user kernel calling the block form
 
 N = 37  # elements per member: not a multiple of the vector width
 
@@ -44,6 +44,24 @@ def expected(name, rank, size, dtype):
 
 
 HOST = False
+_KERNELS = {}
+
+
+def block_kernel(name):
+    """A user's kernel that calls the block form ``name`` (``root`` is passed on
+    only where the collective takes one)."""
+    if name not in _KERNELS:
+        fn = getattr(shmem, name)
+        if name == "broadcast_block":
+            @cuda.jit
+            def kernel(team, dest, source, nelems, root):
+                fn(team, dest, source, nelems, root)
+        else:
+            @cuda.jit
+            def kernel(team, dest, source, nelems, root):
+                fn(team, dest, source, nelems)
+        _KERNELS[name] = kernel
+    return _KERNELS[name]
 
 
 def run(team, name, dtype):
@@ -68,11 +86,46 @@ def run(team, name, dtype):
     shmem.free(source)
 
 
+def host_errors():
+    n = shmem.n_pes()
+    source = shmem.zeros(n * N, np.float64)
+    dest = shmem.zeros(n * N, np.float64)
+    plain = cuda.device_array(n * N, np.float64)
+    world = shmem.TEAM_WORLD
+    for call, message in (
+            (lambda: shmem.fcollect(world, dest, source, -1), "nelems must be an int >= 0, got -1"),
+            (lambda: shmem.fcollect(world, dest, source, N + 1),
+             f"dest holds {n * N} elements but needs {n * (N + 1)} for nelems={N + 1} on {n} PEs"),
+            (lambda: shmem.alltoall(world, dest, shmem.zeros(n * N, np.int64), N),
+             "dest and source must have the same dtype, got float64 and int64"),
+            (lambda: shmem.xor_reduce(world, dest, source, N), "xor needs an integer dtype"),
+            (lambda: shmem.broadcast(world, dest, source, N, n), "root must be a PE of the team"),
+            (lambda: shmem.sum_reduce(world, dest, plain, N),
+             "shmem.sum_reduce (source): the array is not on the symmetric heap"),
+            (lambda: shmem.fcollect(world, plain, source, N),
+             "shmem.fcollect (dest): the array is not on the symmetric heap"),
+            (lambda: shmem.fcollect(99, dest, source, N), "team=99 is not a team of this PE")):
+        try:
+            call()
+        except shmem.ShmemUsageError as exc:
+            assert message in str(exc), (message, str(exc))
+        else:
+            raise AssertionError(f"no error; expected {message!r}")
+    run(world, "sum_reduce_block", np.float64)  # still works
+
+
 def main():
     global HOST
-    HOST = sys.argv[1:] == ["host"]
+    HOST = sys.argv[1:] in (["host"], ["host_errors"])
+    if HOST:  # a 64-byte slice per block: N elements take several blocks, the last one short
+        shmem._host_collectives._CHUNK_BYTES = 64
     shmem.init()
     me, n = shmem.my_pe(), shmem.n_pes()
+    if sys.argv[1:] == ["host_errors"]:
+        host_errors()
+        shmem.finalize()
+        sys.stdout.write(f"PE {me}: collectives ok\n")
+        return
     evens = shmem.team_split_strided(shmem.TEAM_WORLD, 0, 2, (n + 1) // 2)
     names = sorted(shmem._device_api.COLLECTIVES)
     for dtype in (np.int64, np.float64):

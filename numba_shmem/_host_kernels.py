@@ -1,0 +1,67 @@
+"""The kernels behind the host forms of the collectives.
+
+Imported on first use, so that numba.cuda is imported only once the backend has
+been chosen; ``cuda`` is a global here because the simulator replaces it in a
+kernel's globals (a closure over it would escape the simulator).
+"""
+
+from numba import cuda
+
+from . import _device_api as api
+from ._arrays import peer_array
+from ._runtime import barrier, sync
+
+BROADCAST, FCOLLECT, ALLTOALL = range(3)
+_put = api.FUNCTIONS["put_block_nbi"]
+
+
+@cuda.jit
+def team_sync(team):
+    if cuda.grid(1) == 0:
+        sync(team)
+
+
+@cuda.jit
+def team_barrier(team):
+    if cuda.grid(1) == 0:
+        barrier(team)
+
+
+@cuda.jit
+def spread(members, me, dest, source, nelems, kind, root, per_block):
+    """Broadcast, fcollect and alltoall: block ``b`` puts slice ``b`` of this
+    member's part(s) to every member, each member starting with a different peer."""
+    if kind == BROADCAST and me != root:
+        return
+    lo = cuda.blockIdx.x * per_block
+    hi = min(nelems, lo + per_block)
+    if lo >= hi:
+        return
+    size = members.shape[0]
+    into = 0 if kind == BROADCAST else me * nelems
+    for j in range(size):
+        peer = (me + j) % size
+        take = peer * nelems if kind == ALLTOALL else 0
+        _put(dest[into + lo:into + hi], source[take + lo:take + hi], members[peer])
+
+
+_REDUCE = {}
+
+
+def reduce_kernel(op):
+    """``op`` over members, element by element: every thread of the grid takes
+    elements ``i, i + threads, ...`` and combines the members' sources in team order."""
+    if op not in _REDUCE:
+        source = (
+            "def kernel(members, me, dest, source, nelems, scatter):\n"
+            "    offset = me * nelems if scatter else 0\n"
+            "    for i in range(cuda.grid(1), nelems, cuda.gridsize(1)):\n"
+            "        a = peer_array(source, members[0])[offset + i]\n"
+            "        for j in range(1, members.shape[0]):\n"
+            "            b = peer_array(source, members[j])[offset + i]\n"
+            f"            a = {api.REDUCE_OPS[op]}\n"
+            "        dest[i] = a\n")
+        scope = {"cuda": cuda, "peer_array": peer_array, "min": min, "max": max}
+        exec(source, scope)  # noqa: S102  (generated from REDUCE_OPS)
+        _REDUCE[op] = cuda.jit(scope["kernel"])
+    return _REDUCE[op]
