@@ -1,8 +1,10 @@
 """One PE of the collectives benchmark (run by benchmarks/collectives.py).
 
 Prints one JSON line from PE 0: barrier_all latency, a bare PTX ping-pong
-(PEs 0 and 1) for reference, collective bandwidth against a local copy of the
-same bytes, and the fused AllGather + GEMM against the same work unfused.
+(PEs 0 and 1) for reference, the host collectives' time against a local
+device-to-device copy (cuMemcpyDtoD) of the bytes each PE moves, and the fused
+AllGather + GEMM against the same work unfused (fcollect, then the same tiled
+multiplication).
 """
 
 import json
@@ -17,7 +19,7 @@ from _timing import timed_calls
 from numba_shmem._cuda._primitives import _addr, _load_acquire, _now, _remote, _signal_update
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "samples"))
-from allgather_gemm import allgather_gemm  # noqa: E402
+from allgather_gemm import SLICES, THREADS, TILE, allgather_gemm, multiply_shard  # noqa: E402
 
 BARRIERS = 10000
 
@@ -54,21 +56,10 @@ def ping_pong(sig, iters, stamps):
 
 
 @cuda.jit
-def local_copy(dest, source):
-    for i in range(cuda.threadIdx.x, source.size, cuda.blockDim.x):
-        dest[i] = source[i]
-
-
-@cuda.jit
-def gemm(a, b, c):
-    e = cuda.grid(1)
-    n = b.shape[1]
-    if e < c.size:
-        row, col = e // n, e % n
-        acc = np.float32(0)
-        for x in range(b.shape[0]):
-            acc += a[row * b.shape[0] + x] * b[x, col]
-        c[row, col] = acc
+def gemm(gathered, b, c, m, shards):
+    # the fused kernel's multiplication, on the whole gathered A at once
+    for s in range(shards):
+        multiply_shard(gathered, s * m, m, b, c, s * m, cuda.blockIdx.x, cuda.gridDim.x)
 
 
 def main():
@@ -77,7 +68,8 @@ def main():
     if shmem._runtime.current().backend != "cuda":
         raise SystemExit("benchmarks/collectives.py measures the GPU; it does not run on the simulator")
     me, npes = shmem.my_pe(), shmem.n_pes()
-    results = {"npes": npes}
+    name = cuda.get_current_device().name
+    results = {"npes": npes, "device": name.decode() if isinstance(name, bytes) else str(name)}
     stamps = cuda.device_array(2, np.int64)
     for _ in range(2):  # the first run compiles
         shmem.barrier_all()
@@ -109,8 +101,9 @@ def main():
                 ("alltoall", lambda: shmem.alltoall(shmem.TEAM_WORLD, dest, source, n)),
                 ("sum_reduce", lambda: shmem.sum_reduce(shmem.TEAM_WORLD, dest, source, n))):
             shmem.barrier_all()
-            row[f"{name}_s"] = timed_calls(call, 5)
-        row["local_copy_s"] = timed_calls(lambda: local_copy[1, 256](local[:n], source[:n]), 5)
+            row[f"{name}_s"] = timed_calls(call, 10)
+        # the hardware's own copy of the bytes each PE moves (npes parts)
+        row["local_copy_s"] = timed_calls(lambda: local.copy_to_device(source), 10)
         rows.append(row)
         shmem.barrier_all()
         for arr in (dest, source):
@@ -128,15 +121,20 @@ def main():
     def fused():
         ready.copy_to_device(np.zeros(npes, np.uint64))
         shmem.barrier_all()
-        shmem.collective_launch(allgather_gemm, 0, 128, gathered, a_shard, ready, b, c, m)
+        shmem.collective_launch(allgather_gemm, 0, THREADS, gathered, a_shard, ready, b, c, m,
+                                SLICES)
 
     def unfused():
         shmem.fcollect(shmem.TEAM_WORLD, gathered, a_shard, m * k)
-        gemm[-(-(npes * m * n) // 256), 256](gathered, b, c)
+        gemm[(m // TILE) * (n // TILE), THREADS](gathered, b, c, m, npes)
 
     results["fused_s"] = timed_calls(fused, 3)
     results["unfused_s"] = timed_calls(unfused, 3)
     results["gemm_shape"] = [npes * m, k, n]
+    results["registers"] = {  # per thread: what limits how many blocks share an SM
+        "fused": allgather_gemm.specialize(gathered, a_shard, ready, b, c, m,
+                                           SLICES).get_regs_per_thread(),
+        "unfused": gemm.specialize(gathered, b, c, m, npes).get_regs_per_thread()}
     shmem.barrier_all()
     if me == 0:
         sys.stdout.write(json.dumps(results) + "\n")
