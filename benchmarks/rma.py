@@ -41,10 +41,12 @@ def main():
         gbs = {key: size / row[key] / 1e9 for _, key in columns}
         print(f"{size:>11} {row['reps']:>5}" + "".join(f" {gbs[key]:>10.1f}" for _, key in columns)
               + f" {gbs['put_block_s'] / gbs['local_kernel_s']:>9.2f}")
-    bare, op, lib = (r[f"pingpong_{k}_us"] for k in ("bare_ptx", "signal_op", "put_signal"))
-    print(f"ping-pong round trip over {r['pingpong_iters']} iterations: bare PTX {bare:.2f} us, "
-          f"signal_op + signal_wait_until {op:.2f} us ({op / bare:.2f}x), put_signal of 8 bytes "
-          f"+ signal_wait_until {lib:.2f} us ({lib / bare:.2f}x)")
+    bare, data, op, lib = (r[f"pingpong_{k}_us"]
+                           for k in ("bare_ptx", "bare_ptx_data", "signal_op", "put_signal"))
+    print(f"ping-pong round trip over {r['pingpong_iters']} iterations: signal_op + "
+          f"signal_wait_until {op:.2f} us against a bare PTX flag ping-pong {bare:.2f} us "
+          f"({op / bare:.2f}x); put_signal of 8 bytes + signal_wait_until {lib:.2f} us against "
+          f"bare PTX storing 8 bytes, then the flag {data:.2f} us ({lib / data:.2f}x)")
     print(f"p + quiet: {r['p_quiet_us']:.2f} us; atomic_fetch_add round trip: "
           f"{r['fetch_add_us']:.2f} us")
     print(f"atomic_add, every thread of both PEs: one counter {r['atomic_add_spread1_mops']:.0f} "

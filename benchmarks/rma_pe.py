@@ -13,7 +13,8 @@ from numba import cuda
 
 import numba_shmem as shmem
 from _timing import timed, timed_calls
-from numba_shmem._cuda._primitives import _addr, _load_acquire, _now, _remote, _signal_update
+from numba_shmem._cuda._primitives import (_addr, _load_acquire, _now, _remote, _signal_update,
+                                           _store_relaxed)
 
 
 # Each kernel repeats its copy `reps` times inside one launch, so that launch
@@ -108,6 +109,30 @@ def ping_pong_bare(sig, iters, out):
 
 
 @cuda.jit
+def ping_pong_bare_data(sig, data, iters, out):
+    # bare PTX carrying 8 bytes: st.relaxed.sys of the data, then st.release.sys of the flag
+    me = shmem.my_pe()
+    other = 1 - me
+    here = _addr(sig)
+    there = _remote(sig, other, "ping_pong")
+    there_data = _remote(data, other, "ping_pong")
+    for i in range(iters):
+        if i == WARMUP:
+            out[0] = _now()
+        if me == 0:
+            _store_relaxed(there_data, data, i)
+            _signal_update(there, i + 1, 0)
+            while _load_acquire(sig, here) < i + 1:
+                pass
+        else:
+            while _load_acquire(sig, here) < i + 1:
+                pass
+            _store_relaxed(there_data, data, i)
+            _signal_update(there, i + 1, 0)
+    out[1] = _now()
+
+
+@cuda.jit
 def p_latency(dest, iters, out):
     for i in range(iters):
         shmem.p(dest, i, 1)
@@ -177,6 +202,7 @@ def main():
     payload = cuda.device_array(1, np.int64)
     for name, launch in (
             ("bare_ptx", lambda sig: ping_pong_bare[1, 1](sig, iters, stamps)),
+            ("bare_ptx_data", lambda sig: ping_pong_bare_data[1, 1](sig, data, iters, stamps)),
             ("signal_op", lambda sig: ping_pong_shmem[1, 1](sig, iters, stamps)),
             ("put_signal", lambda sig: ping_pong_put_signal[1, 1](sig, data, payload, iters,
                                                                   stamps))):

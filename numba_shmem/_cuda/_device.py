@@ -16,7 +16,7 @@ from . import _ptx
 from ._intrinsics import debug_enabled, peer_address
 from ._primitives import (
     _heap_base, _load_u64, _mark_cooperative, _peer_of, _store_u64, _team_entry,
-    _addr, _compare, _copy1, _copy4, _copy16, _copy16x4, _load_acquire, _load_relaxed,
+    _addr, _compare, _copy1, _copy4, _copy8, _copy16, _copy16x4, _load_acquire, _load_relaxed,
     _nanosleep, _now, _quiet, _fence, _remote, _signal_update, _store_relaxed, _trap,
     array_pointer, as_pe,
 )
@@ -34,7 +34,7 @@ F = api.FUNCTIONS
 #: start + stride, ...``: 16-byte vectors where both addresses allow it.
 _COPY = """
     done = 0
-    if ((dst | src) & 15) == 0:
+    if ((dst | src) & 15) == 0 and nbytes >= 16:
         count = nbytes >> 4
         i = start
         while i + 3 * stride < count:
@@ -44,6 +44,13 @@ _COPY = """
             _copy16(dst + (i << 4), src + (i << 4))
             i += stride
         done = count << 4
+    elif ((dst | src) & 7) == 0:
+        count = nbytes >> 3
+        i = start
+        while i < count:
+            _copy8(dst + (i << 3), src + (i << 3))
+            i += stride
+        done = count << 3
     elif ((dst | src) & 3) == 0:
         count = nbytes >> 2
         i = start
@@ -68,7 +75,8 @@ _SCOPE = {
     "_block": (_BLOCK_RANK, _BLOCK_SIZE, "    cuda.syncthreads()\n", f"{_BLOCK_RANK} == 0"),
 }
 
-_NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy4": _copy4, "_copy1": _copy1,
+_NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy8": _copy8,
+              "_copy4": _copy4, "_copy1": _copy1,
               "_remote": _remote, "_addr": _addr, "_signal_update": _signal_update,
               "_quiet": _quiet}
 

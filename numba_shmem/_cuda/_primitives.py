@@ -84,6 +84,7 @@ def _scalar_copy(width):
     return copy
 
 
+_copy8 = _scalar_copy(8)
 _copy4 = _scalar_copy(4)
 _copy1 = _scalar_copy(1)
 
