@@ -191,6 +191,78 @@ def test_data_is_complete_whenever_its_signal_is_seen(group, sizes, data):
     assert errors == [0] * group.npes
 
 
+# -- collectives ------------------------------------------------------------------------
+
+COLLECTIVE_NAMES = ["broadcast", "fcollect", "alltoall"] + [
+    f"{op}_{what}" for op in ("sum", "prod", "min", "max", "and", "or", "xor")
+    for what in ("reduce", "reducescatter")]
+REDUCE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
+          "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+
+@st.composite
+def collective_calls(draw, npes):
+    # every strided team of the world, the world itself first (what examples shrink to)
+    teams = [(0, 1, npes)] + [(start, stride, size) for start in range(npes)
+                              for stride in range(1, npes) for size in range(1, npes + 1)
+                              if start + (size - 1) * stride < npes and
+                              (start, stride, size) != (0, 1, npes)]
+    start, stride, size = draw(st.sampled_from(teams))
+    name = draw(st.sampled_from(COLLECTIVE_NAMES))
+    bitwise = name.split("_")[0] in ("and", "or", "xor")
+    dtype = draw(st.sampled_from(["int32", "int64"] if bitwise else
+                                 ["int32", "int64", "float32", "float64"]))
+    nelems = draw(st.one_of(st.integers(0, 8), st.integers(9, 40)))  # host forms: several blocks
+    length = max(1, size * nelems)
+    sources = [draw(st.lists(st.integers(0, 9), min_size=length, max_size=length))
+               for _ in range(size)]
+    return {"name": name, "form": draw(st.sampled_from(["host", "block"])), "dtype": dtype,
+            "nelems": nelems, "team": [start, stride, size],
+            "root": draw(st.integers(0, size - 1)),
+            "chunk": draw(st.sampled_from([16, 64, 65536])), "sources": sources}
+
+
+def collective_model(name, dtype, nelems, size, root, sources):
+    """Every member's whole dest, in team order."""
+    dt = np.dtype(dtype)
+    src = [np.array(s, dt) for s in sources]
+    out = []
+    for rank in range(size):
+        dest = np.zeros(max(1, size * nelems), dt)
+        if name == "broadcast":
+            dest[:nelems] = src[root][:nelems]
+        elif name == "fcollect":
+            dest[:size * nelems] = np.concatenate([s[:nelems] for s in src])
+        elif name == "alltoall":
+            dest[:size * nelems] = np.concatenate([s[rank * nelems:(rank + 1) * nelems]
+                                                   for s in src])
+        else:
+            op, what = name.split("_")
+            block = rank if what == "reducescatter" else 0
+            acc = src[0][block * nelems:(block + 1) * nelems]
+            for s in src[1:]:
+                acc = REDUCE[op](acc, s[block * nelems:(block + 1) * nelems])
+            dest[:nelems] = acc
+        out.append(dest.tolist())
+    return out
+
+
+@given(data=st.data())
+@examples(40)
+def test_collectives_on_random_teams_equal_numpy(group, data):
+    call = data.draw(collective_calls(group.npes))
+    results = group.run("collective", [call] * group.npes)
+    start, stride, size = call["team"]
+    members = [start + i * stride for i in range(size)]
+    want = collective_model(call["name"], call["dtype"], call["nelems"], size, call["root"],
+                            call["sources"])
+    for pe, result in enumerate(results):
+        if pe in members:
+            assert result == want[members.index(pe)], f"PE {pe} (member {members.index(pe)})"
+        else:
+            assert result is None
+
+
 # -- allocation -------------------------------------------------------------------------
 
 steps = st.lists(st.one_of(

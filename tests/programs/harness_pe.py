@@ -15,7 +15,8 @@ from numba import cuda
 import numba_shmem as shmem
 from numba_shmem._bootstrap import _wire
 
-DTYPES = {"int32": np.int32, "int64": np.int64, "float64": np.float64, "uint8": np.uint8}
+DTYPES = {"int32": np.int32, "int64": np.int64, "float64": np.float64, "uint8": np.uint8,
+          "float32": np.float32}
 
 # -- RMA programs ---------------------------------------------------------------
 # One row per operation: kind, target PE, then operands (element offsets, counts).
@@ -218,6 +219,43 @@ def allocations(steps):
             "free": heap.allocator.empty}
 
 
+# -- collectives ------------------------------------------------------------------------
+
+def collective(name, form, dtype, nelems, team, root, chunk, sources):
+    """Split ``team`` (start, stride, size) off the world, run collective ``name``
+    on it (``form``: "block" in a kernel, "host" on a stream, with ``chunk``
+    bytes per block), return this member's whole dest (None on non-members)."""
+    from collectives import block_kernel  # tests/programs/collectives.py
+
+    dt = DTYPES[dtype]
+    handle = shmem.team_split_strided(shmem.TEAM_WORLD, *team)
+    length = max(1, team[2] * nelems)
+    source = shmem.zeros(length, dt)
+    dest = shmem.zeros(length, dt)
+    member = handle != shmem.TEAM_INVALID
+    if member:
+        source.copy_to_device(np.array(sources[shmem.team_my_pe(handle)], dt))
+    shmem.barrier_all()
+    result = None
+    if member:
+        if form == "host":
+            shmem._host_collectives._CHUNK_BYTES = chunk
+            stream = cuda.stream()
+            extra = (root,) if name == "broadcast" else ()
+            getattr(shmem, name)(handle, dest, source, nelems, *extra, stream=stream)
+            stream.synchronize()
+        else:
+            block_kernel(f"{name}_block")[1, 64](handle, dest, source, nelems, root)
+            cuda.synchronize()
+        result = dest.copy_to_host().tolist()
+    shmem.barrier_all()
+    shmem.free(dest)
+    shmem.free(source)
+    if member:
+        shmem.team_destroy(handle)
+    return result
+
+
 # -- bad input --------------------------------------------------------------------------
 
 @cuda.jit
@@ -278,6 +316,7 @@ def bad_call(name, bad):
 
 
 HANDLERS = {"rma_program": rma_program, "atomics": atomics, "signals": signals,
+            "collective": collective,
             "allocations": allocations, "bad_call": bad_call}
 
 
