@@ -62,6 +62,14 @@ def _checked(name, dest, source, nelems, root, members, rank):
     peer_view(dest, rank, f"shmem.{name} (dest)")  # dest must be symmetric
     if what in ("reduce", "reducescatter"):
         peer_view(source, rank, f"shmem.{name} (source)")  # members read each other's source
+    address = require(name).heap.backend.address
+    start_d, start_s = address(dest), address(source)
+    end_d = start_d + dest.size * dest.dtype.itemsize
+    end_s = start_s + source.size * source.dtype.itemsize
+    if start_d < end_s and start_s < end_d and not (start_d == start_s and name not in (
+            "fcollect", "alltoall")):
+        fail("dest and source overlap; pass separate arrays" + (
+            "" if name in ("fcollect", "alltoall") else " or the same array (in place)"))
     many = len(members) * nelems
     for arg, arr, needed in (
             ("dest", dest, many if name in ("fcollect", "alltoall") else nelems),
@@ -96,9 +104,24 @@ def _make(block_name):
                 on_device, me, dest, source, nelems, which, root[0] if takes_root else 0,
                 per_block)
         else:
+            # in place, this member's result would overwrite its source while the others
+            # still read it: reduce into a private array, wait for every member, then copy
+            in_place = runtime.heap.backend.address(dest) == runtime.heap.backend.address(source)
+            if in_place:
+                from numba import cuda
+
+                out = cuda.device_array(max(1, nelems), dest.dtype)  # cuMemFree waits for the GPU
+            else:
+                out = dest
             launch(kernels.team_sync, 1, 1)(team)  # every member's source is ready
             launch(kernels.reduce_kernel(reduce_op), blocks, _THREADS)(
-                on_device, me, dest, source, nelems, kind[-1] == "reducescatter")
+                on_device, me, out, source, nelems, kind[-1] == "reducescatter")
+            if in_place and nelems:
+                launch(kernels.team_sync, 1, 1)(team)  # every member has read every source
+                if runtime.backend == "sim":
+                    dest[:nelems].copy_to_device(out[:nelems])
+                else:
+                    dest[:nelems].copy_to_device(out[:nelems], stream=stream)
         launch(kernels.team_barrier, 1, 1)(team)  # complete on every member
 
     collective.__name__ = collective.__qualname__ = name

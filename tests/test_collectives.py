@@ -6,7 +6,7 @@ from conftest import python, shmem_run
 
 
 @pytest.mark.parametrize("npes,mode", [(2, "device"), (4, "device"), (2, "host"), (4, "host"),
-                                       (2, "host_errors")])
+                                       (2, "host_errors"), (4, "host_errors")])
 def test_every_collective_on_the_world_and_on_a_subteam(npes, mode):
     result = shmem_run(npes, "collectives.py", mode, timeout=600,
                        env={"NUMBA_SHMEM_WAIT_TIMEOUT": "120"})

@@ -216,19 +216,22 @@ def collective_calls(draw, npes):
     length = max(1, size * nelems)
     sources = [draw(st.lists(st.integers(0, 9), min_size=length, max_size=length))
                for _ in range(size)]
-    return {"name": name, "form": draw(st.sampled_from(["host", "block"])), "dtype": dtype,
+    form = draw(st.sampled_from(["host", "block"]))
+    # reductions may run in place (dest is source), in their host form
+    in_place = form == "host" and "reduce" in name and draw(st.booleans())
+    return {"name": name, "form": form, "in_place": in_place, "dtype": dtype,
             "nelems": nelems, "team": [start, stride, size],
             "root": draw(st.integers(0, size - 1)),
             "chunk": draw(st.sampled_from([16, 64, 65536])), "sources": sources}
 
 
-def collective_model(name, dtype, nelems, size, root, sources):
+def collective_model(name, dtype, nelems, size, root, sources, in_place):
     """Every member's whole dest, in team order."""
     dt = np.dtype(dtype)
     src = [np.array(s, dt) for s in sources]
     out = []
     for rank in range(size):
-        dest = np.zeros(max(1, size * nelems), dt)
+        dest = src[rank].copy() if in_place else np.zeros(max(1, size * nelems), dt)
         if name == "broadcast":
             dest[:nelems] = src[root][:nelems]
         elif name == "fcollect":
@@ -255,7 +258,7 @@ def test_collectives_on_random_teams_equal_numpy(group, data):
     start, stride, size = call["team"]
     members = [start + i * stride for i in range(size)]
     want = collective_model(call["name"], call["dtype"], call["nelems"], size, call["root"],
-                            call["sources"])
+                            call["sources"], call["in_place"])
     for pe, result in enumerate(results):
         if pe in members:
             assert result == want[members.index(pe)], f"PE {pe} (member {members.index(pe)})"

@@ -211,6 +211,10 @@ def _make_collective(name):
 
         def action():
             src = _contiguous(host_array(source), name, "source")
+            if np.shares_memory(src, host_array(dest)):
+                # a member's writes would race with the others' reads of its source
+                raise ShmemUsageError(f"shmem.{name}: dest and source overlap; the block forms "
+                                      "need separate arrays")
             if kind == "broadcast":
                 root = rest[0]
                 if me == root:

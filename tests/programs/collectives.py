@@ -86,6 +86,27 @@ def run(team, name, dtype):
     shmem.free(source)
 
 
+def in_place(n):
+    """Host reductions with dest = source, large enough that a member writing its
+    result before the others have read its source would show."""
+    me, npes = shmem.my_pe(), shmem.n_pes()
+    x = shmem.zeros(n * npes, np.int64)
+    for what in ("reduce", "reducescatter"):
+        x.copy_to_device(np.arange(n * npes, dtype=np.int64) + 1000 * me)
+        shmem.barrier_all()
+        stream = cuda.stream()
+        getattr(shmem, f"sum_{what}")(shmem.TEAM_WORLD, x, x, n, stream=stream)
+        stream.synchronize()
+        block = me if what == "reducescatter" else 0
+        want = sum(np.arange(block * n, (block + 1) * n) + 1000 * pe for pe in range(npes))
+        got = x.copy_to_host()
+        assert np.array_equal(got[:n], want), (what, int((got[:n] != want).sum()))
+        rest = np.arange(n * npes) + 1000 * me
+        assert np.array_equal(got[n:], rest[n:]), f"{what} wrote past nelems"
+        shmem.barrier_all()
+    shmem.free(x)
+
+
 def host_errors():
     n = shmem.n_pes()
     source = shmem.zeros(n * N, np.float64)
@@ -104,13 +125,25 @@ def host_errors():
              "shmem.sum_reduce (source): the array is not on the symmetric heap"),
             (lambda: shmem.fcollect(world, plain, source, N),
              "shmem.fcollect (dest): the array is not on the symmetric heap"),
-            (lambda: shmem.fcollect(99, dest, source, N), "team=99 is not a team of this PE")):
+            (lambda: shmem.fcollect(99, dest, source, N), "team=99 is not a team of this PE"),
+            (lambda: shmem.fcollect(world, source, source, N),
+             "dest and source overlap; pass separate arrays"),
+            (lambda: shmem.sum_reduce(world, source[1:], source, N),
+             "dest and source overlap; pass separate arrays or the same array (in place)")):
         try:
             call()
         except shmem.ShmemUsageError as exc:
             assert message in str(exc), (message, str(exc))
         else:
             raise AssertionError(f"no error; expected {message!r}")
+    if shmem._runtime.current().backend == "sim":  # the GPU does not check this
+        try:
+            block_kernel("sum_reduce_block")[1, 64](world, source, source, N, 0)
+        except shmem.ShmemUsageError as exc:
+            assert "dest and source overlap; the block forms need separate arrays" in str(exc)
+        else:
+            raise AssertionError("no error for an in-place block reduction")
+        shmem.barrier_all()
     run(world, "sum_reduce_block", np.float64)  # still works
 
 
@@ -123,6 +156,7 @@ def main():
     me, n = shmem.my_pe(), shmem.n_pes()
     if sys.argv[1:] == ["host_errors"]:
         host_errors()
+        in_place(500)
         shmem.finalize()
         sys.stdout.write(f"PE {me}: collectives ok\n")
         return

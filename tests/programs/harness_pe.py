@@ -221,17 +221,18 @@ def allocations(steps):
 
 # -- collectives ------------------------------------------------------------------------
 
-def collective(name, form, dtype, nelems, team, root, chunk, sources):
+def collective(name, form, dtype, nelems, team, root, chunk, sources, in_place):
     """Split ``team`` (start, stride, size) off the world, run collective ``name``
     on it (``form``: "block" in a kernel, "host" on a stream, with ``chunk``
-    bytes per block), return this member's whole dest (None on non-members)."""
+    bytes per block; ``in_place``: dest is source), return this member's whole
+    dest (None on non-members)."""
     from collectives import block_kernel  # tests/programs/collectives.py
 
     dt = DTYPES[dtype]
     handle = shmem.team_split_strided(shmem.TEAM_WORLD, *team)
     length = max(1, team[2] * nelems)
     source = shmem.zeros(length, dt)
-    dest = shmem.zeros(length, dt)
+    dest = source if in_place else shmem.zeros(length, dt)
     member = handle != shmem.TEAM_INVALID
     if member:
         source.copy_to_device(np.array(sources[shmem.team_my_pe(handle)], dt))
@@ -249,7 +250,8 @@ def collective(name, form, dtype, nelems, team, root, chunk, sources):
             cuda.synchronize()
         result = dest.copy_to_host().tolist()
     shmem.barrier_all()
-    shmem.free(dest)
+    if not in_place:
+        shmem.free(dest)
     shmem.free(source)
     if member:
         shmem.team_destroy(handle)
