@@ -22,17 +22,6 @@ _CHUNK_BYTES = 64 << 10
 _MAX_BLOCKS = 1024
 
 
-_MEMBERS = {}  # tuple of member PEs -> the device array of them
-
-
-def _members_on_device(members):
-    if members not in _MEMBERS:
-        from numba import cuda
-
-        _MEMBERS[members] = cuda.to_device(np.array(members, np.int32))
-    return _MEMBERS[members]
-
-
 def _grid(nelems, itemsize):
     """Blocks, and elements per block (a whole number of 16-byte vectors)."""
     vector = max(1, 16 // itemsize)
@@ -89,33 +78,34 @@ def _make(block_name):
     def collective(team, dest, source, nelems, *root, stream=0):
         runtime = require(name)
         members = runtime.teams.get(team, f"shmem.{name}")
-        me = members.index(runtime.bootstrap.rank)
         dest, source = _checked(name, dest, source, nelems, root, members, runtime.bootstrap.rank)
+        from numba import cuda
+
+        from . import _host_kernels as kernels
+
         launch = (lambda k, g, b: k[g, b]) if runtime.backend == "sim" else \
             (lambda k, g, b: k[g, b, stream])
-        on_device = _members_on_device(members)
+        # the team's row of the device team table (the simulator has none: made per call)
+        row = runtime.teams.device[team] if runtime.teams.device is not None else \
+            cuda.to_device(runtime.teams.row(team))
         blocks, per_block = _grid(nelems, source.dtype.itemsize)
-        from . import _host_kernels as kernels
 
         if reduce_op is None:
             which = {"broadcast": kernels.BROADCAST, "fcollect": kernels.FCOLLECT,
                      "alltoall": kernels.ALLTOALL}[name]
             launch(kernels.spread, blocks, _THREADS)(
-                on_device, me, dest, source, nelems, which, root[0] if takes_root else 0,
-                per_block)
+                row, dest, source, nelems, which, root[0] if takes_root else 0, per_block)
         else:
             # in place, this member's result would overwrite its source while the others
             # still read it: reduce into a private array, wait for every member, then copy
             in_place = runtime.heap.backend.address(dest) == runtime.heap.backend.address(source)
             if in_place:
-                from numba import cuda
-
                 out = cuda.device_array(max(1, nelems), dest.dtype)  # cuMemFree waits for the GPU
             else:
                 out = dest
             launch(kernels.team_sync, 1, 1)(team)  # every member's source is ready
             launch(kernels.reduce_kernel(reduce_op), blocks, _THREADS)(
-                on_device, me, out, source, nelems, kind[-1] == "reducescatter")
+                row, out, source, nelems, kind[-1] == "reducescatter")
             if in_place and nelems:
                 launch(kernels.team_sync, 1, 1)(team)  # every member has read every source
                 if runtime.backend == "sim":

@@ -27,22 +27,26 @@ def team_barrier(team):
         barrier(team)
 
 
+# ``team`` below is the team's row of the device team table: its size, this PE's
+# number in it, then its members' PE numbers.
+
 @cuda.jit
-def spread(members, me, dest, source, nelems, kind, root, per_block):
+def spread(team, dest, source, nelems, kind, root, per_block):
     """Broadcast, fcollect and alltoall: block ``b`` puts slice ``b`` of this
     member's part(s) to every member, each member starting with a different peer."""
+    size = team[0]
+    me = team[1]
     if kind == BROADCAST and me != root:
         return
     lo = cuda.blockIdx.x * per_block
     hi = min(nelems, lo + per_block)
     if lo >= hi:
         return
-    size = members.shape[0]
     into = 0 if kind == BROADCAST else me * nelems
     for j in range(size):
         peer = (me + j) % size
         take = peer * nelems if kind == ALLTOALL else 0
-        _put(dest[into + lo:into + hi], source[take + lo:take + hi], members[peer])
+        _put(dest[into + lo:into + hi], source[take + lo:take + hi], team[2 + peer])
 
 
 _REDUCE = {}
@@ -53,12 +57,12 @@ def reduce_kernel(op):
     elements ``i, i + threads, ...`` and combines the members' sources in team order."""
     if op not in _REDUCE:
         source = (
-            "def kernel(members, me, dest, source, nelems, scatter):\n"
-            "    offset = me * nelems if scatter else 0\n"
+            "def kernel(team, dest, source, nelems, scatter):\n"
+            "    offset = team[1] * nelems if scatter else 0\n"
             "    for i in range(cuda.grid(1), nelems, cuda.gridsize(1)):\n"
-            "        a = peer_array(source, members[0])[offset + i]\n"
-            "        for j in range(1, members.shape[0]):\n"
-            "            b = peer_array(source, members[j])[offset + i]\n"
+            "        a = peer_array(source, team[2])[offset + i]\n"
+            "        for j in range(1, team[0]):\n"
+            "            b = peer_array(source, team[2 + j])[offset + i]\n"
             f"            a = {api.REDUCE_OPS[op]}\n"
             "        dest[i] = a\n")
         scope = {"cuda": cuda, "peer_array": peer_array, "min": min, "max": max}
