@@ -148,6 +148,36 @@ def test_timeout_stops_everything(tmp_path):
     assert not any(_alive(pid) for pid in _pids(tmp_path))
 
 
+def test_pes_die_with_a_killed_launcher(tmp_path):
+    """SIGKILL leaves shmem-run no chance to stop its PEs; they must not live on."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shmem_run", "-n", "2", str(ROOT / "tests/programs/exits.py"),
+         "sleep", str(tmp_path)], cwd=ROOT, env=_clean_env({}), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    pids = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(os.listdir(tmp_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # the pid files are complete
+        pids = _pids(tmp_path)
+        assert len(pids) == 2
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(pid) for pid in pids)
+    finally:
+        for pid in pids:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_sigint_is_forwarded(tmp_path):
     before = shm_entries()
     proc = subprocess.Popen(

@@ -5,8 +5,11 @@ The launcher passes the socket path, the job's secret and this PE's number in
 which answers once all PEs have sent the same collective.
 """
 
+import ctypes
 import os
+import signal
 import socket
+import sys
 
 from .._errors import ShmemBootstrapError
 from . import _wire
@@ -18,6 +21,19 @@ ENV_SECRET = "SHMEM_RUN_SECRET"
 ENV_PE = "SHMEM_RUN_PE"
 ENV_NPES = "SHMEM_RUN_NPES"
 ENV_JOBID = "SHMEM_RUN_JOBID"
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(launcher):
+    """SIGKILL this PE when ``launcher`` (its parent) dies, however it dies: a PE
+    left behind may spin in a GPU kernel for ever. Linux only; elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != launcher:  # it died before the request took effect
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class LauncherBootstrap(Bootstrap):
@@ -44,6 +60,7 @@ class LauncherBootstrap(Bootstrap):
             self._sock.connect(path)
             self._call({"op": "hello", "secret": secret, "pe": self.rank, "pid": os.getpid()},
                        "the launcher's hello")
+            _die_with(os.getppid())
         except OSError as exc:
             self._sock.close()
             raise ShmemBootstrapError(
