@@ -211,6 +211,10 @@ def _make_collective(name):
 
         def action():
             src = _contiguous(host_array(source), name, "source")
+            op = kind.split("_")[0]
+            if op in api.INT_ONLY_OPS and src.dtype.kind == "f":
+                raise ShmemUsageError(f"shmem.{name}: {op} needs an integer dtype, got "
+                                      f"{src.dtype}")
             if np.shares_memory(src, host_array(dest)):
                 # a member's writes would race with the others' reads of its source
                 raise ShmemUsageError(f"shmem.{name}: dest and source overlap; the block forms "
@@ -229,10 +233,7 @@ def _make_collective(name):
                     out = _contiguous(_remote(dest, pe, name), name, "dest")
                     out[me * nelems:(me + 1) * nelems] = src[j * nelems:(j + 1) * nelems]
             else:
-                op, what = kind.split("_")
-                if op in api.INT_ONLY_OPS and src.dtype.kind == "f":
-                    raise ShmemUsageError(f"shmem.{name}: {op} needs an integer dtype, got "
-                                          f"{src.dtype}")
+                what = kind.split("_")[1]
                 _team_barrier(members, name)  # every member's source is ready
                 block = me if what == "reducescatter" else 0
                 parts = [_contiguous(_remote(source, pe, name), name, "source")
