@@ -1,6 +1,7 @@
 """Bad input to every public device function: the documented error, and a job
 that still works afterwards. On the simulator the errors come at run time,
-through a live group of PEs; on the GPU the type errors come at compile time."""
+through a live group of PEs; on the GPU the type errors come at compile time.
+And every public function, host or device, before init()."""
 
 import re
 
@@ -60,3 +61,19 @@ def test_gpu_typing_errors_name_the_argument():
         assert f"shmem.{name}: pe must be an integer, got float64" in lines[name], lines[name]
     for name in NO_FLOATS:
         assert f"shmem.{name}: dtype float32 is not supported" in lines[f"{name}:dtype"]
+
+
+def test_every_public_function_before_init_says_to_call_init():
+    import numba_shmem
+
+    result = python("before_init.py")
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    functions = [name for name in numba_shmem.__all__ if name != "init"
+                 and callable(getattr(numba_shmem, name))
+                 and not isinstance(getattr(numba_shmem, name), type)]
+    assert sorted(lines) == sorted(functions)
+    assert len(functions) > 100
+    for name, outcome in lines.items():
+        assert outcome.startswith(f"ShmemUsageError shmem.{name}() needs the runtime: call "
+                                  "shmem.init() first"), (name, outcome)
