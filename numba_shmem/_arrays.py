@@ -33,7 +33,8 @@ def free(arr):
 def peer_array(arr, pe):
     """Host and device. A view of PE ``pe``'s copy of the symmetric ``arr``, for
     direct loads and stores (PEs on the same node only)."""
-    return peer_view(arr, pe, "peer_array")
+    require("peer_array")  # before init(), the runtime error comes first
+    return peer_view(arr, pe, "shmem.peer_array")
 
 
 def peer_view(arr, pe, what):

@@ -17,9 +17,14 @@ def _flat(arr):
 
 
 def _check_sizes(name, count, room):
-    if count > room:
-        raise ShmemUsageError(f"shmem.{name}: {count} elements do not fit in the {room} of the "
-                              "destination; pass a smaller source or a larger destination")
+    """``count`` elements of the local array against the ``room`` of the remote one."""
+    if count <= room:
+        return
+    if name == "put":
+        raise ShmemUsageError(f"shmem.put: the source's {count} elements do not fit in the "
+                              f"{room} of dest; pass a smaller source or a larger dest")
+    raise ShmemUsageError(f"shmem.get: dest asks for {count} elements but the source holds "
+                          f"{room}; pass a smaller dest or a larger source")
 
 
 def put(dest, source, pe, *, stream=0):

@@ -1,13 +1,14 @@
 """Bad input to every public device function: the documented error, and a job
 that still works afterwards. On the simulator the errors come at run time,
 through a live group of PEs; on the GPU the type errors come at compile time.
-And every public function, host or device, before init()."""
+And every public host function that takes symmetric arrays, and every public
+function, host or device, before init()."""
 
 import re
 
 import pytest
 
-from conftest import BACKEND, python
+from conftest import BACKEND, python, shmem_run
 from harness import PEGroup
 from numba_shmem import _device_api as api
 
@@ -77,3 +78,42 @@ def test_every_public_function_before_init_says_to_call_init():
     for name, outcome in lines.items():
         assert outcome.startswith(f"ShmemUsageError shmem.{name}() needs the runtime: call "
                                   "shmem.init() first"), (name, outcome)
+
+
+HOST_BAD = {
+    "use_after_free": r"the array at heap offset \d+ is not in a live allocation; was it used "
+                      r"after shmem\.free\(\)\?",
+    "not_symmetric": r"the array is not on the symmetric heap; allocate it with shmem\.array\(\)",
+    "pe_out_of_range": r"pe={npes} is out of range for {npes} PEs",
+}
+HOST_SIZES = {
+    "put": r"shmem\.put: the source's 9 elements do not fit in the 8 of dest",
+    "get": r"shmem\.get: dest asks for 9 elements but the source holds 8",
+    "fcollect": r"shmem\.fcollect: dest holds 8 elements but needs 10 for nelems=5 on 2 PEs",
+}
+
+
+def test_every_host_function_refuses_bad_arrays_and_the_job_goes_on():
+    from numba_shmem._host_collectives import HOST_COLLECTIVES
+
+    result = shmem_run(2, "host_bad_input.py", launcher_args=["--tag-output"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    cases = {}
+    for line in result.stdout.splitlines():
+        pe, rest = line.split("] ", 1)
+        if rest != "usable":
+            name, bad, outcome = rest.split(" ", 2)
+            cases.setdefault((name, bad), []).append(outcome)
+    names = {"put", "get", "peer_array", "free", *HOST_COLLECTIVES}
+    expected = ({(n, b) for n in names for b in ("use_after_free", "not_symmetric")}
+                | {(n, "pe_out_of_range") for n in ("put", "get", "peer_array")}
+                | {(n, "size_mismatch") for n in HOST_SIZES})
+    assert set(cases) == expected
+    for (name, bad), outcomes in cases.items():
+        assert len(outcomes) == 2, (name, bad)  # on both PEs
+        pattern = HOST_SIZES[name] if bad == "size_mismatch" else \
+            rf"shmem\.{name}( \(dest\))?: " + HOST_BAD[bad].format(npes=2)
+        for outcome in outcomes:
+            assert outcome.startswith("ShmemUsageError ") and re.search(pattern, outcome), \
+                (name, bad, outcome)
+    assert result.stdout.count("usable") == 2
