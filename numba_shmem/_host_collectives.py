@@ -34,7 +34,8 @@ def _grid(nelems, itemsize):
 
 
 def _checked(name, dest, source, nelems, root, members, rank):
-    """The flat dest and source, once every argument is right for ``name``."""
+    """The flat dest and source, once every argument is right for ``name``, and
+    whether they are the same array (a reduction in place)."""
     def fail(message):
         raise ShmemUsageError(f"shmem.{name}: {message}")
 
@@ -66,7 +67,7 @@ def _checked(name, dest, source, nelems, root, members, rank):
         if arr.size < needed:
             fail(f"{arg} holds {arr.size} elements but needs {needed} for nelems={nelems} on "
                  f"{len(members)} PEs; pass a larger {arg} or a smaller nelems")
-    return _flat(dest), _flat(source)
+    return _flat(dest), _flat(source), start_d == start_s
 
 
 def _make(block_name):
@@ -78,7 +79,8 @@ def _make(block_name):
     def collective(team, dest, source, nelems, *root, stream=0):
         runtime = require(name)
         members = runtime.teams.get(team, f"shmem.{name}")
-        dest, source = _checked(name, dest, source, nelems, root, members, runtime.bootstrap.rank)
+        dest, source, in_place = _checked(name, dest, source, nelems, root, members,
+                                          runtime.bootstrap.rank)
         from numba import cuda
 
         from . import _host_kernels as kernels
@@ -98,7 +100,6 @@ def _make(block_name):
         else:
             # in place, this member's result would overwrite its source while the others
             # still read it: reduce into a private array, wait for every member, then copy
-            in_place = runtime.heap.backend.address(dest) == runtime.heap.backend.address(source)
             if in_place:
                 out = cuda.device_array(max(1, nelems), dest.dtype)  # cuMemFree waits for the GPU
             else:

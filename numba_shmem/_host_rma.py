@@ -60,26 +60,15 @@ def get(dest, source, pe, *, stream=0):
         _flat(dest).copy_to_device(remote[:count], stream=stream)
 
 
-_barrier_kernel = None
-
-
 def barrier_all_on_stream(stream=0):
     """Collective over all PEs. Host. Enqueue on ``stream`` a barrier that
     completes the puts issued before it and waits for every PE."""
-    global _barrier_kernel
+    from . import _host_kernels as kernels
+    from ._teams import TEAM_WORLD
+
     runtime = require("barrier_all_on_stream")
+    # one block is always resident: no need to agree on a grid
     if runtime.backend == "sim":
-        runtime.bootstrap.barrier("shmem.barrier_all")
-        return
-    if _barrier_kernel is None:
-        from numba import cuda
-
-        from ._runtime import barrier_all
-
-        @cuda.jit
-        def kernel():
-            if cuda.grid(1) == 0:
-                barrier_all()
-
-        _barrier_kernel = kernel
-    _barrier_kernel[1, 1, stream]()  # one block is always resident: no need to agree on a grid
+        kernels.team_barrier[1, 1](TEAM_WORLD)
+    else:
+        kernels.team_barrier[1, 1, stream](TEAM_WORLD)
