@@ -16,7 +16,8 @@ from numba import cuda
 
 import numba_shmem as shmem
 from _timing import timed_calls
-from numba_shmem._cuda._primitives import _addr, _load_acquire, _now, _remote, _signal_update
+from numba_shmem._cuda._primitives import _now
+from rma_pe import WARMUP, ping_pong_bare  # the same bare PTX ping-pong as the RMA benchmark
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "samples"))
 from allgather_gemm import SLICES, THREADS, TILE, allgather_gemm, multiply_shard  # noqa: E402
@@ -28,31 +29,10 @@ BARRIERS = 10000
 def barriers(stamps, rounds):
     if cuda.grid(1) == 0:
         for r in range(rounds):
-            if r == 100:
+            if r == WARMUP:
                 stamps[0] = _now()
             shmem.barrier_all()
         stamps[1] = _now()
-
-
-@cuda.jit
-def ping_pong(sig, iters, stamps):
-    me = shmem.my_pe()
-    if me > 1:
-        return
-    here = _addr(sig)
-    there = _remote(sig, 1 - me, "ping_pong")
-    for i in range(iters):
-        if i == 100:
-            stamps[0] = _now()
-        if me == 0:
-            _signal_update(there, i + 1, 0)
-            while _load_acquire(sig, here) < i + 1:
-                pass
-        else:
-            while _load_acquire(sig, here) < i + 1:
-                pass
-            _signal_update(there, i + 1, 0)
-    stamps[1] = _now()
 
 
 @cuda.jit
@@ -76,18 +56,18 @@ def main():
         shmem.collective_launch(barriers, 1, 32, stamps, BARRIERS)
         cuda.synchronize()
     t0, t1 = stamps.copy_to_host()
-    results["barrier_all_us"] = (t1 - t0) / 1e3 / (BARRIERS - 100)
+    results["barrier_all_us"] = (t1 - t0) / 1e3 / (BARRIERS - WARMUP)
     if npes >= 2:
         for _ in range(2):
             sig = shmem.zeros(1, np.uint64)
             shmem.barrier_all()
-            ping_pong[1, 1](sig, 20000, stamps)
+            ping_pong_bare[1, 1](sig, 20000, stamps)
             cuda.synchronize()
             shmem.barrier_all()
             shmem.free(sig)
         t0, t1 = stamps.copy_to_host()
         if me == 0:
-            results["bare_ping_pong_us"] = (t1 - t0) / 1e3 / (20000 - 100)
+            results["bare_ping_pong_us"] = (t1 - t0) / 1e3 / (20000 - WARMUP)
     rows = []
     size = 4096
     while size <= max_bytes:
