@@ -13,6 +13,7 @@ import json
 import numpy as np
 
 from ._errors import ShmemUsageError
+from ._heap._symmetric import sync_row
 from ._runtime import require
 
 TEAM_WORLD = 0
@@ -159,5 +160,13 @@ def team_destroy(team):
     if team in (TEAM_WORLD, TEAM_SHARED):
         raise ShmemUsageError("shmem.team_destroy: TEAM_WORLD and TEAM_SHARED cannot be destroyed")
     members = runtime.teams.get(team, "shmem.team_destroy")
-    runtime.bootstrap.barrier("shmem.team_destroy", list(members))
+    runtime.synchronize()  # this PE's kernels that use the team are done...
+    runtime.bootstrap.barrier("shmem.team_destroy", list(members))  # ...and every member's
     runtime.teams.remove(team)
+    # A device barrier waits until each member's slot reaches the epoch of its
+    # own count of barriers on the handle. A later team given this handle may
+    # have other members, whose counts differ: zero the row, so that every
+    # handle starts from epoch 0 on every PE (a PE that never had it still has
+    # the zeros of init). Nothing writes the row now: every member's last
+    # barrier on the team saw every other member's store to it.
+    runtime.heap.backend.fill_zero(*sync_row(team, runtime.bootstrap.size))

@@ -35,6 +35,12 @@ def _normalize_dtype(dtype):
     return dtype
 
 
+def sync_row(team, npes):
+    """(offset, bytes) of ``team``'s row in the runtime's area: a uint64 slot
+    per PE, where the members publish their epochs, then this PE's epoch."""
+    return team * (npes + 1) * 8, (npes + 1) * 8
+
+
 def sync_bytes(npes):
     """Bytes the runtime keeps at heap offset 0: for each possible team, one
     uint64 barrier slot per PE and this PE's barrier epoch."""

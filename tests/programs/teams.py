@@ -69,9 +69,20 @@ def main():
     shmem.collective_launch(team_rounds, 1, 32, flag, errors, mine, rounds)
     cuda.synchronize()
     assert errors.copy_to_host()[0] == 0, "a team barrier let a PE through early"
+    if me % 2 == 0:  # the evens' barrier count on the handle now exceeds the odds'
+        team_rounds[1, 32](flag, errors, mine, 3)
+        cuda.synchronize()
     shmem.barrier(mine)
     shmem.team_destroy(mine)
     expect("shmem.team_n_pes: team=", shmem.team_n_pes, mine)
+    # the freed handle, given to a team of everyone, starts afresh on every PE
+    # (a member's stale count there would make the barrier hang or let PEs through)
+    everyone = shmem.team_split_strided(shmem.TEAM_WORLD, 0, 1, n)
+    assert everyone == mine, (everyone, mine)
+    shmem.collective_launch(team_rounds, 1, 32, flag, errors, everyone, rounds)
+    cuda.synchronize()
+    assert errors.copy_to_host()[0] == 0, "a reused team's barrier let a PE through early"
+    shmem.team_destroy(everyone)
     shmem.barrier_all()
     expect("shmem.team_split_strided: start=0, stride=0, size=1 do not pick PEs",
            shmem.team_split_strided, shmem.TEAM_WORLD, 0, 0, 1)
