@@ -82,6 +82,15 @@ def test_signals_release_their_data(ptx):
     assert "red.release.sys.add.u64" in block
 
 
+def test_peer_addresses_come_from_the_read_only_cache(ptx):
+    # the peer's base follows the acquire of a wait on a signal's round trip:
+    # a global, non-coherent load (the read-only cache), never a generic one.
+    # p stores and loads nothing else 64 bits wide but the state and the table.
+    code = ptx["fence_and_quiet"]
+    assert re.search(r"ld\.global\.nc\.u64\s+%rd\d+, \[%rd\d+(\+\d+)?\];", code), code
+    assert not re.search(r"\bld\.u64\b", code), code
+
+
 def test_bulk_copies_use_16_byte_vectors(ptx):
     assert "ld.v4.u32" in ptx["put_block"] and "st.v4.u32" in ptx["put_block"]
     assert "bar.sync" in ptx["put_block"]

@@ -12,7 +12,7 @@ from numba.cuda.extending import lower_builtin, type_callable
 
 from .._arrays import peer_array
 from .._runtime import my_pe, n_pes
-from ._state import invariant, load_field
+from ._state import load_field, load_table_entry
 
 _i64 = ir.IntType(64)
 
@@ -69,7 +69,6 @@ def peer_address(context, builder, address, pe, name="peer_array"):
     mode, a ``pe`` out of range, an address off the heap or a PE on another node
     stops the kernel with a message naming ``name`` and the PEs."""
     base = load_field(context, builder, "heap_base")
-    table = builder.inttoptr(load_field(context, builder, "peer_bases"), _i64.as_pointer())
     if debug_enabled():
         me = builder.sext(load_field(context, builder, "my_pe"), _i64)
         npes = builder.sext(load_field(context, builder, "n_pes"), _i64)
@@ -83,7 +82,7 @@ def peer_address(context, builder, address, pe, name="peer_array"):
             fail(context, builder, f"numba-shmem: shmem.{name}: PE %ld passed address 0x%lx, "
                  "which is not on the symmetric heap (allocate it with shmem.array)",
                  [me, address])
-    peer_base = invariant(builder, builder.load(builder.gep(table, [pe], inbounds=True), align=8))
+    peer_base = load_table_entry(context, builder, "peer_bases", pe, _i64)
     if debug_enabled():
         unreachable = builder.icmp_unsigned("==", peer_base, _i64(0))
         with builder.if_then(unreachable, likely=False):

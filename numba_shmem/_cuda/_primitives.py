@@ -247,13 +247,11 @@ def _team_entry(typingctx, team, k):
     """Entry ``k`` of ``team``'s row of the team table: 0 size, 1 this PE's
     index (-1: not a member), 2 + j the world number of member j."""
     def codegen(context, builder, sig, args):
-        from ._state import invariant, load_field
+        from ._state import load_field, load_table_entry
 
-        i32 = ir.IntType(32)
-        table = builder.inttoptr(load_field(context, builder, "teams"), i32.as_pointer())
         npes = builder.sext(load_field(context, builder, "n_pes"), _i64)
         team = context.cast(builder, args[0], sig.args[0], types.int64)
         entry = context.cast(builder, args[1], sig.args[1], types.int64)
         index = builder.add(builder.mul(team, builder.add(npes, _i64(2))), entry)
-        return invariant(builder, builder.load(builder.gep(table, [index]), align=4))
+        return load_table_entry(context, builder, "teams", index, ir.IntType(32))
     return types.int32(team, k), codegen

@@ -105,6 +105,17 @@ def load_field(context, builder, field):
     return invariant(builder, builder.load(address, align=dtype.itemsize))
 
 
+def load_table_entry(context, builder, field, index, llty):
+    """Emit a load of entry ``index`` (i64) of the device table that state
+    field ``field`` points to. The table lives in global memory and no kernel
+    changes it, so the load is a global, invariant one: NVVM reads it through
+    the read-only cache (``ld.global.nc``) instead of a generic load, which
+    matters where it follows an ``ld.acquire`` on a signal's critical path."""
+    pointer = builder.inttoptr(load_field(context, builder, field), llty.as_pointer(addrspace=1))
+    entry = builder.gep(pointer, [index], inbounds=True)
+    return invariant(builder, builder.load(entry, align=llty.width // 8))
+
+
 def invariant(builder, load):
     """Mark a load of state that no kernel changes: LLVM may then hoist it out
     of loops (past the memory clobbers of the inline PTX) and NVVM may use the
