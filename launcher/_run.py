@@ -17,6 +17,16 @@ from ._rendezvous import RendezvousServer
 
 _POLL = 0.02
 TIMEOUT_EXIT = 124
+#: The rendezvous and the MPS daemon make Unix sockets in the job's directory,
+#: and a socket's path must fit in 108 bytes: a longer TMPDIR is passed over.
+_MAX_PARENT = 40
+
+
+def job_parent():
+    """Where the job's private directory goes: TMPDIR (or tempfile's default)
+    when its path is short, else /tmp."""
+    parent = tempfile.gettempdir()
+    return parent if len(parent) <= _MAX_PARENT else "/tmp"
 
 
 def _exit_code(returncode):
@@ -70,23 +80,48 @@ class Job:
         self.plan = plan
         self.children = []
         self.pumps = []
-        self.jobdir = tempfile.mkdtemp(prefix="shmem-run-")  # mode 0700
+        self.jobdir = tempfile.mkdtemp(prefix="shmem-run-", dir=job_parent())  # mode 0700
         self.job_id = secrets.token_hex(6)
         self.server = None
         self.mps = None
         self.forwarded = None
+        self.janitor = None
+        self._janitor_pipe = None
+
+    def _start_janitor(self, control):
+        """A process that cleans up if this launcher is killed (see _janitor)."""
+        read_end, self._janitor_pipe = os.pipe()
+        try:
+            self.janitor = subprocess.Popen(
+                [sys.executable, "-m", "shmem_run._janitor", control or "", self.jobdir,
+                 self.job_id], stdin=read_end, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            os.close(read_end)
+
+    def _stop_janitor(self):
+        if self._janitor_pipe is not None:
+            os.close(self._janitor_pipe)  # end of file: the janitor looks, finds nothing, exits
+            self._janitor_pipe = None
+        if self.janitor is not None:
+            try:
+                self.janitor.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.janitor.kill()
+                self.janitor.wait()
 
     def start(self):
         plan = self.plan
         _become_subreaper()
+        from ._gpus import mps_control
+
+        self._start_janitor(mps_control() if plan.use_mps else None)
         secret = secrets.token_hex(16)
         path = os.path.join(self.jobdir, "rendezvous.sock")
         self.server = RendezvousServer(path, secret, plan.npes)
         extra = {"SHMEM_RUN_SOCKET": path, "SHMEM_RUN_SECRET": secret,
                  "SHMEM_RUN_JOBID": self.job_id}
         if plan.use_mps:
-            from ._gpus import mps_control
-
             self.mps = MpsDaemon(mps_control(), self.jobdir)
             self.mps.start()
             extra.update(self.mps.env)
@@ -158,6 +193,7 @@ class Job:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+        self._stop_janitor()
 
 
 def run(plan):

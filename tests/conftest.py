@@ -44,7 +44,7 @@ def _clean_env(extra):
 RUNNING = set()  # the jobs now running, each the leader of its process group
 
 
-def stop_job(proc, grace=10):
+def stop_job(proc, grace=30):
     """SIGTERM first, so that shmem-run stops its PEs and its MPS daemon (which
     lives in a session of its own), then SIGKILL what is left of the group."""
     try:

@@ -2,16 +2,20 @@
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, _clean_env, shm_entries, shmem_run
 from shmem_run._cli import build_parser, parse_args
 from shmem_run._plan import MULTICAST_OFF, make_plan
+from shmem_run._run import job_parent
 
 
 def _plan(argv, gpus=0, mps="/usr/bin/nvidia-cuda-mps-control", environ=None):
@@ -148,26 +152,39 @@ def test_timeout_stops_everything(tmp_path):
     assert not any(_alive(pid) for pid in _pids(tmp_path))
 
 
-def test_pes_die_with_a_killed_launcher(tmp_path):
-    """SIGKILL leaves shmem-run no chance to stop its PEs; they must not live on."""
+def test_a_killed_launcher_leaves_nothing_behind(tmp_path):
+    """SIGKILL leaves shmem-run no chance to clean up: its PEs must die with it,
+    and its janitor must stop the MPS daemon (PEs sharing a GPU) and remove the
+    job's directory and any shared-memory segment left (the simulator's heaps)."""
+    piddir = tmp_path / "pids"
+    piddir.mkdir()
+    # the job's directory goes into TMPDIR only if its path is short
+    tmpdir = Path(tempfile.mkdtemp(prefix="sr-", dir="/tmp"))
+    before = shm_entries()
     proc = subprocess.Popen(
         [sys.executable, "-m", "shmem_run", "-n", "2", str(ROOT / "tests/programs/exits.py"),
-         "sleep", str(tmp_path)], cwd=ROOT, env=_clean_env({}), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True)
+         "sleep", str(piddir)], cwd=ROOT, env=_clean_env({"TMPDIR": str(tmpdir)}),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     pids = []
     try:
         deadline = time.monotonic() + 60
-        while len(os.listdir(tmp_path)) < 2 and time.monotonic() < deadline:
+        while len(os.listdir(piddir)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.2)  # the pid files are complete
-        pids = _pids(tmp_path)
+        pids = _pids(piddir)
         assert len(pids) == 2
+        (jobdir,) = tmpdir.iterdir()
+        mps = _mps_daemon(jobdir)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        deadline = time.monotonic() + 10
-        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (
+                any(_alive(pid) for pid in pids + mps) or jobdir.exists()
+                or shm_entries() - before):
             time.sleep(0.05)
-        assert not any(_alive(pid) for pid in pids)
+        assert not any(_alive(pid) for pid in pids), "a PE outlived its launcher"
+        assert not any(_alive(pid) for pid in mps), "the job's MPS daemon outlived its launcher"
+        assert not jobdir.exists() and not shm_entries() - before
     finally:
         for pid in pids:
             try:
@@ -176,6 +193,22 @@ def test_pes_die_with_a_killed_launcher(tmp_path):
                 pass
         if proc.poll() is None:
             proc.kill()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def test_the_job_directory_stays_short_for_unix_sockets(monkeypatch, tmp_path):
+    monkeypatch.setattr(tempfile, "tempdir", "/scratch/t")
+    assert job_parent() == "/scratch/t"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / ("x" * 80)))
+    assert job_parent() == "/tmp"
+
+
+def _mps_daemon(jobdir):
+    """The pid of the job's MPS control daemon, in a list ([] without MPS)."""
+    try:
+        return [int((jobdir / "mps-pipe" / "nvidia-cuda-mps-control.pid").read_text())]
+    except (OSError, ValueError):
+        return []
 
 
 def test_sigint_is_forwarded(tmp_path):
