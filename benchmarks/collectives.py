@@ -28,7 +28,10 @@ def main():
         if run.returncode != 0:
             raise SystemExit(f"{npes} PEs failed:\n{run.stdout}\n{run.stderr}")
         runs.append(json.loads(run.stdout.strip().splitlines()[-1]))
-    print(f"{runs[0]['device']}; the PEs of a run share it (MPS, each its share of the SMs)")
+    print(f"{runs[0]['device']}; " + "; ".join(
+        f"{r['npes']} PE{'s' if r['npes'] > 1 else ''} on {r['gpus']} GPU"
+        f"{'s' if r['gpus'] > 1 else ''}" for r in runs)
+        + " (PEs sharing a GPU run through MPS, each with its share of the SMs)")
     print("barrier_all, one thread per PE, 9,900 barriers timed inside one kernel")
     for r in runs:
         bare = r.get("bare_ping_pong_us")
@@ -38,21 +41,31 @@ def main():
     for r in runs:
         npes = r["npes"]
         print(f"host collectives with {npes} PEs, GB/s of the {npes} parts each PE moves "
-              "(a part is 'bytes'), 10 calls each; 'DtoD copy' copies the same bytes locally")
+              f"(a part is 'bytes'), from the GPU's time: {r['collective_reps']} calls queued behind "
+              "a held stream, "
+              "so the host's time between calls does not count; 'DtoD copy' copies the same "
+              "bytes locally (cuMemcpyDtoD). 'host us' is the time per call that the host "
+              "sees, one call after another")
         print(f"  {'bytes':>10} {'fcollect':>9} {'alltoall':>9} {'sum_reduce':>11} {'DtoD copy':>10}"
-              f" {'fcollect/copy':>14}")
+              f" {'fcollect/copy':>14} {'host us: fcollect':>18} {'alltoall':>9} {'sum_reduce':>11}")
         for row in r["collectives"]:
             moved = row["bytes"] * npes
             print(f"  {row['bytes']:>10}" + "".join(
                 f" {moved / row[k] / 1e9:>{w}.1f}" for k, w in (
                     ("fcollect_s", 9), ("alltoall_s", 9), ("sum_reduce_s", 11),
                     ("local_copy_s", 10)))
-                + f" {row['local_copy_s'] / row['fcollect_s']:>14.2f}")
+                + f" {row['local_copy_s'] / row['fcollect_s']:>14.2f}" + "".join(
+                f" {row[k] * 1e6:>{w}.0f}" for k, w in (
+                    ("fcollect_host_s", 18), ("alltoall_host_s", 9), ("sum_reduce_host_s", 11))))
         shape = "x".join(map(str, r["gemm_shape"]))
-        print(f"  AllGather + GEMM ({shape}): fused {r['fused_s'] * 1e3:.2f} ms, "
-              f"unfused {r['unfused_s'] * 1e3:.2f} ms ({r['unfused_s'] / r['fused_s']:.2f}x); "
-              f"registers per thread: fused {r['registers']['fused']}, "
-              f"unfused {r['registers']['unfused']}")
+        fused, registers = r["fused_s"], r["registers"]
+        print(f"  AllGather + GEMM ({shape}), GPU time per call, {r['gemm_reps']} calls queued "
+              f"behind a held stream: unfused (fcollect, then the tile multiply, "
+              f"{registers['unfused']} registers) {r['unfused_s'] * 1e3:.2f} ms; fused (zero "
+              f"the signals, barrier_all_on_stream, the kernel):")
+        for cap, seconds in fused.items():
+            print(f"    register cap {cap:>8}: {registers['fused'][cap]:>3} registers, "
+                  f"{seconds * 1e3:.2f} ms (unfused/fused {r['unfused_s'] / seconds:.2f})")
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1))
 

@@ -15,7 +15,7 @@ import numpy as np
 from numba import cuda
 
 import numba_shmem as shmem
-from _timing import timed_calls
+from _timing import gpu_time, timed_calls
 from numba_shmem._cuda._primitives import _now
 from rma_pe import WARMUP, ping_pong_bare  # the same bare PTX ping-pong as the RMA benchmark
 
@@ -23,6 +23,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "samples"))
 from allgather_gemm import SLICES, THREADS, TILE, allgather_gemm, multiply_shard  # noqa: E402
 
 BARRIERS = 10000
+COLLECTIVE_REPS = 20
+GEMM_REPS = 10
+FUSED_REGISTER_CAPS = (64, 40, 32)
 
 
 @cuda.jit
@@ -33,6 +36,12 @@ def barriers(stamps, rounds):
                 stamps[0] = _now()
             shmem.barrier_all()
         stamps[1] = _now()
+
+
+@cuda.jit
+def zero(signals):
+    for i in range(cuda.threadIdx.x, signals.size, cuda.blockDim.x):
+        signals[i] = 0
 
 
 @cuda.jit
@@ -50,6 +59,9 @@ def main():
     me, npes = shmem.my_pe(), shmem.n_pes()
     name = cuda.get_current_device().name
     results = {"npes": npes, "device": name.decode() if isinstance(name, bytes) else str(name)}
+    gpu = cuda.get_current_device().uuid
+    results["gpus"] = len(set(shmem._runtime.current().bootstrap.allgather(
+        gpu.encode(), "benchmark GPU ids")))
     stamps = cuda.device_array(2, np.int64)
     for _ in range(2):  # the first run compiles
         shmem.barrier_all()
@@ -81,15 +93,19 @@ def main():
                 ("alltoall", lambda: shmem.alltoall(shmem.TEAM_WORLD, dest, source, n)),
                 ("sum_reduce", lambda: shmem.sum_reduce(shmem.TEAM_WORLD, dest, source, n))):
             shmem.barrier_all()
-            row[f"{name}_s"] = timed_calls(call, 10)
+            # the GPU's time (bandwidth), and the host's time per call (latency)
+            row[f"{name}_s"] = gpu_time(call, COLLECTIVE_REPS, shmem.sync_all)
+            shmem.barrier_all()
+            row[f"{name}_host_s"] = timed_calls(call, COLLECTIVE_REPS)
         # the hardware's own copy of the bytes each PE moves (npes parts)
-        row["local_copy_s"] = timed_calls(lambda: local.copy_to_device(source), 10)
+        row["local_copy_s"] = gpu_time(lambda: local.copy_to_device(source), COLLECTIVE_REPS)
         rows.append(row)
         shmem.barrier_all()
         for arr in (dest, source):
             shmem.free(arr)
         size *= 4
     results["collectives"] = rows
+    results["collective_reps"] = COLLECTIVE_REPS
     # fused AllGather + GEMM against fcollect, then GEMM
     m, k, n = 1024, 1024, 1024
     gathered = shmem.zeros(npes * m * k, np.float32)
@@ -98,22 +114,33 @@ def main():
     b = cuda.to_device(np.random.default_rng(99).random((k, n), np.float32))
     c = cuda.device_array((npes * m, n), np.float32)
 
-    def fused():
-        ready.copy_to_device(np.zeros(npes, np.uint64))
-        shmem.barrier_all()
-        shmem.collective_launch(allgather_gemm, 0, THREADS, gathered, a_shard, ready, b, c, m,
-                                SLICES)
+    # register caps for the fused kernel: fewer registers, more co-resident blocks
+    fused_kernels = {"uncapped": allgather_gemm}
+    for cap in FUSED_REGISTER_CAPS:
+        fused_kernels[str(cap)] = cuda.jit(max_registers=cap)(allgather_gemm.py_func)
+
+    def fused(kernel):
+        def call():
+            # each call starts from zeroed signals on every PE
+            zero[1, 32](ready)
+            shmem.barrier_all_on_stream()
+            shmem.collective_launch(kernel, 0, THREADS, gathered, a_shard, ready, b, c, m,
+                                    SLICES)
+        return call
 
     def unfused():
         shmem.fcollect(shmem.TEAM_WORLD, gathered, a_shard, m * k)
         gemm[(m // TILE) * (n // TILE), THREADS](gathered, b, c, m, npes)
 
-    results["fused_s"] = timed_calls(fused, 3)
-    results["unfused_s"] = timed_calls(unfused, 3)
+    results["fused_s"] = {cap: gpu_time(fused(kernel), GEMM_REPS, shmem.sync_all)
+                          for cap, kernel in fused_kernels.items()}
+    results["unfused_s"] = gpu_time(unfused, GEMM_REPS, shmem.sync_all)
     results["gemm_shape"] = [npes * m, k, n]
+    results["gemm_reps"] = GEMM_REPS
     results["registers"] = {  # per thread: what limits how many blocks share an SM
-        "fused": allgather_gemm.specialize(gathered, a_shard, ready, b, c, m,
-                                           SLICES).get_regs_per_thread(),
+        "fused": {cap: kernel.specialize(gathered, a_shard, ready, b, c, m,
+                                         SLICES).get_regs_per_thread()
+                  for cap, kernel in fused_kernels.items()},
         "unfused": gemm.specialize(gathered, b, c, m, npes).get_regs_per_thread()}
     shmem.barrier_all()
     if me == 0:

@@ -26,21 +26,27 @@ def main():
     if run.returncode != 0:
         raise SystemExit(f"benchmark failed:\n{run.stdout}\n{run.stderr}")
     r = json.loads(run.stdout.strip().splitlines()[-1])
-    print(f"RMA between 2 PEs on {r['device']} (PE 0 puts into PE 1)")
+    gpus = r["pe_gpus"]
+    where = "sharing one GPU (MPS, half the SMs each)" if gpus[0] == gpus[1] else \
+        "one GPU each"
+    print(f"RMA between 2 PEs on {r['device']}, {where}; PE 0 puts into PE 1")
     print("GB/s of bytes delivered; each kernel repeats its copy `reps` times in one launch. "
           "put: put_block into PE 1; nbi: put_block_nbi + quiet; self: put_block into PE 0's "
           "own heap; local: the same kernel shape copying into cudaMalloc memory; local-heap: "
-          "into PE 0's heap; DtoD: cuMemcpyDtoD (copy engine, 5 calls).")
+          "into PE 0's heap; DtoD: cuMemcpyDtoD (copy engine; 20 calls queued behind a held stream, the GPU's time) "
+          "into local memory; "
+          "DtoD-peer: cuMemcpyDtoD into PE 1's heap, where put_block writes.")
     columns = (("put", "put_block_s"), ("nbi", "put_block_nbi_s"), ("self", "put_block_self_s"),
                ("local", "local_kernel_s"), ("local-heap", "local_kernel_heap_s"),
-               ("DtoD", "memcpy_dtod_s"))
+               ("DtoD", "memcpy_dtod_s"), ("DtoD-peer", "memcpy_peer_s"))
     print(f"{'bytes':>11} {'reps':>5}" + "".join(f" {name:>10}" for name, _ in columns)
-          + f" {'put/local':>9}")
+          + f" {'put/local':>9} {'put/DtoD-peer':>13}")
     for row in r["bandwidth"]:
         size = row["bytes"]
         gbs = {key: size / row[key] / 1e9 for _, key in columns}
         print(f"{size:>11} {row['reps']:>5}" + "".join(f" {gbs[key]:>10.1f}" for _, key in columns)
-              + f" {gbs['put_block_s'] / gbs['local_kernel_s']:>9.2f}")
+              + f" {gbs['put_block_s'] / gbs['local_kernel_s']:>9.2f}"
+              + f" {gbs['put_block_s'] / gbs['memcpy_peer_s']:>13.2f}")
     bare, data, op, lib = (r[f"pingpong_{k}_us"]
                            for k in ("bare_ptx", "bare_ptx_data", "signal_op", "put_signal"))
     print(f"ping-pong round trip over {r['pingpong_iters']} iterations: signal_op + "
@@ -62,13 +68,15 @@ def main():
         for key, label in (("put_block_s", "put_block"), ("put_block_nbi_s", "put_block_nbi"),
                            ("put_block_self_s", "put_block to self"),
                            ("local_kernel_s", "local copy kernel"),
-                           ("memcpy_dtod_s", "cuMemcpyDtoD")):
+                           ("memcpy_dtod_s", "cuMemcpyDtoD"),
+                           ("memcpy_peer_s", "cuMemcpyDtoD into PE 1")):
             plt.plot(sizes, [row["bytes"] / row[key] / 1e9 for row in r["bandwidth"]],
                      marker="o", label=label)
         plt.xscale("log", base=2)
         plt.xlabel("bytes")
         plt.ylabel("GB/s")
-        plt.title(f"put bandwidth, 2 PEs, {r['device']}")
+        plt.title(f"put bandwidth, 2 PEs, {r['device']}, "
+                  f"{'one GPU' if gpus[0] == gpus[1] else 'two GPUs'}")
         plt.legend()
         plt.savefig(args.png, dpi=120)
 

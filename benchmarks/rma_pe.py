@@ -12,7 +12,7 @@ import numpy as np
 from numba import cuda
 
 import numba_shmem as shmem
-from _timing import timed, timed_calls
+from _timing import gpu_time, timed
 from numba_shmem._cuda._primitives import (_addr, _load_acquire, _now, _remote, _signal_update,
                                            _store_relaxed)
 
@@ -167,6 +167,10 @@ def main():
     me = shmem.my_pe()
     name = cuda.get_current_device().name
     results = {"bandwidth": [], "device": name.decode() if isinstance(name, bytes) else str(name)}
+    # which GPU each PE runs on, to tell one shared GPU from two
+    gpu = cuda.get_current_device().uuid
+    results["pe_gpus"] = [b.decode() for b in shmem._runtime.current().bootstrap.allgather(
+        gpu.encode(), "benchmark GPU ids")]
     n = max_bytes // 8
     dest = shmem.zeros(n, np.float64)
     own = shmem.zeros(n, np.float64)
@@ -190,7 +194,11 @@ def main():
                     ("local_kernel_s", lambda r: local_copy[grid, 256](l_, s_, chunk, r)),
                     ("local_kernel_heap_s", lambda r: local_copy[grid, 256](o, s_, chunk, r))):
                 row[key] = timed(launch, reps)
-            row["memcpy_dtod_s"] = timed_calls(lambda: l_.copy_to_device(s_), 5)
+            # copy-engine calls queued behind a held stream: the GPU's time, not the host's
+            row["memcpy_dtod_s"] = gpu_time(lambda: l_.copy_to_device(s_), 20)
+            # the copy engine moving the same bytes to the same place as put_block
+            peer = shmem.peer_array(d, 1)
+            row["memcpy_peer_s"] = gpu_time(lambda: peer.copy_to_device(s_), 20)
             results["bandwidth"].append(row)
         size *= 4
     shmem.barrier_all()
