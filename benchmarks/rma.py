@@ -33,9 +33,9 @@ def main():
     print("GB/s of bytes delivered; each kernel repeats its copy `reps` times in one launch. "
           "put: put_block into PE 1; nbi: put_block_nbi + quiet; self: put_block into PE 0's "
           "own heap; local: the same kernel shape copying into cudaMalloc memory; local-heap: "
-          "into PE 0's heap; DtoD: cuMemcpyDtoD (copy engine; 20 calls queued behind a held stream, the GPU's time) "
-          "into local memory; "
-          "DtoD-peer: cuMemcpyDtoD into PE 1's heap, where put_block writes.")
+          "into PE 0's heap; DtoD: cuMemcpyDtoD (copy engine; 20 calls queued behind a held "
+          "stream, the GPU's time) into local memory; DtoD-peer: cuMemcpyDtoD into PE 1's "
+          "heap, where put_block writes.")
     columns = (("put", "put_block_s"), ("nbi", "put_block_nbi_s"), ("self", "put_block_self_s"),
                ("local", "local_kernel_s"), ("local-heap", "local_kernel_heap_s"),
                ("DtoD", "memcpy_dtod_s"), ("DtoD-peer", "memcpy_peer_s"))
