@@ -26,10 +26,23 @@ class MpsDaemon:
     def start(self):
         result = self._run("-d")
         if result.returncode != 0:
+            said = result.stderr.strip()
+            said = f": {said}" if said else " with no message"
             raise MpsError(f"could not start the MPS daemon ({self._control} -d exited "
-                           f"{result.returncode}: {result.stderr.strip()}); fix MPS or "
-                           "run with --no-mps")
+                           f"{result.returncode}{said}{self._log_tail()}); fix MPS or run with "
+                           "--no-mps")
         self._started = True
+
+    def _log_tail(self, lines=5):
+        """The end of the daemon's control log, which goes away with the job's
+        directory (the daemon often says nothing on stderr)."""
+        path = os.path.join(self.env["CUDA_MPS_LOG_DIRECTORY"], "control.log")
+        try:
+            with open(path, errors="replace") as f:
+                tail = [line.strip() for line in f.read().splitlines()[-lines:] if line.strip()]
+        except OSError:
+            return ""
+        return f"; its log {path} ends: " + " | ".join(tail) if tail else ""
 
     def stop(self):
         if not self._started:

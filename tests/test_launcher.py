@@ -265,6 +265,20 @@ def test_an_mps_daemon_that_does_not_start_is_a_clear_error(tmp_path):
     daemon.stop()  # nothing was started: nothing to stop
 
 
+def test_the_mps_error_quotes_the_daemons_log(tmp_path):
+    from shmem_run._mps import MpsDaemon, MpsError
+
+    control = tmp_path / "fake-mps-control"
+    control.write_text('#!/bin/sh\necho "[1] early line" > "$CUDA_MPS_LOG_DIRECTORY/control.log"\n'
+                       'echo "[2] Failed to bind the control socket" >> '
+                       '"$CUDA_MPS_LOG_DIRECTORY/control.log"\nexit 1\n')
+    control.chmod(0o755)
+    daemon = MpsDaemon(str(control), str(tmp_path))
+    with pytest.raises(MpsError, match=r"exited 1 with no message; its log .*control\.log ends: \[1\] early line "
+                                       r"\| \[2\] Failed to bind the control socket\); fix MPS"):
+        daemon.start()
+
+
 def test_mps_failure_ends_the_job_cleanly(monkeypatch, capsys):
     from shmem_run import _gpus, _run
 
