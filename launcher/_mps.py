@@ -10,14 +10,27 @@ class MpsError(RuntimeError):
 
 
 class MpsDaemon:
-    def __init__(self, control, jobdir):
+    def __init__(self, control, jobdir, create=True):
         self._control = control
         pipe = os.path.join(jobdir, "mps-pipe")
         log = os.path.join(jobdir, "mps-log")
-        os.mkdir(pipe, 0o700)
-        os.mkdir(log, 0o700)
+        if create:
+            os.mkdir(pipe, 0o700)
+            os.mkdir(log, 0o700)
         self.env = {"CUDA_MPS_PIPE_DIRECTORY": pipe, "CUDA_MPS_LOG_DIRECTORY": log}
         self._started = False
+
+    @classmethod
+    def left_in(cls, control, jobdir):
+        """The daemon a dead launcher started in ``jobdir``, to stop; stopping
+        it does nothing if there is none."""
+        daemon = cls(control, jobdir, create=False)
+        daemon._started = os.path.exists(daemon._pidfile)
+        return daemon
+
+    @property
+    def _pidfile(self):
+        return os.path.join(self.env["CUDA_MPS_PIPE_DIRECTORY"], "nvidia-cuda-mps-control.pid")
 
     def _run(self, *args, stdin=None):
         return subprocess.run([self._control, *args], input=stdin, env={**os.environ, **self.env},
@@ -48,7 +61,7 @@ class MpsDaemon:
         if not self._started:
             return
         self._started = False
-        pidfile = os.path.join(self.env["CUDA_MPS_PIPE_DIRECTORY"], "nvidia-cuda-mps-control.pid")
+        pidfile = self._pidfile
         try:
             with open(pidfile) as f:
                 pid = int(f.read())

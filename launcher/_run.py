@@ -29,6 +29,15 @@ def job_parent():
     return parent if len(parent) <= _MAX_PARENT else "/tmp"
 
 
+def remove_segments(job_id):
+    """Unlink the simulator heaps of a job whose PEs died before unlinking them."""
+    for path in glob.glob(f"/dev/shm/nshmem-{job_id}-*"):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
 def _exit_code(returncode):
     return 128 - returncode if returncode < 0 else returncode
 
@@ -187,12 +196,7 @@ class Job:
             self.mps.stop()
         _reap_orphans()
         shutil.rmtree(self.jobdir, ignore_errors=True)
-        # simulator heaps whose PE died before unlinking them
-        for path in glob.glob(f"/dev/shm/nshmem-{self.job_id}-*"):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        remove_segments(self.job_id)
         self._stop_janitor()
 
 

@@ -279,6 +279,42 @@ def test_the_mps_error_quotes_the_daemons_log(tmp_path):
         daemon.start()
 
 
+FAKE_MPS_CONTROL = """#!/bin/sh
+# -d: start a stand-in daemon and write its pid file; "quit" on stdin: stop it
+pidfile="$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid"
+if [ "$1" = "-d" ]; then
+    setsid sleep 60 > /dev/null 2>&1 < /dev/null &
+    echo $! > "$pidfile"
+    exit 0
+fi
+read command
+[ "$command" = quit ] && kill "$(cat "$pidfile")" && rm -f "$pidfile"
+"""
+
+
+def test_the_janitor_stops_what_a_dead_launcher_left(tmp_path):
+    from shmem_run._mps import MpsDaemon
+
+    control = tmp_path / "fake-mps-control"
+    control.write_text(FAKE_MPS_CONTROL)
+    control.chmod(0o755)
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    MpsDaemon(str(control), str(jobdir)).start()
+    (daemon,) = _mps_daemon(jobdir)
+    assert _alive(daemon)
+    read_end, write_end = os.pipe()
+    janitor = subprocess.Popen([sys.executable, "-m", "shmem_run._janitor", str(control),
+                                str(jobdir), "0" * 12], stdin=read_end, cwd=ROOT)
+    os.close(read_end)
+    os.close(write_end)  # as when the launcher dies
+    assert janitor.wait(timeout=30) == 0
+    deadline = time.monotonic() + 10
+    while _alive(daemon) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(daemon) and not jobdir.exists()
+
+
 def test_mps_failure_ends_the_job_cleanly(monkeypatch, capsys):
     from shmem_run import _gpus, _run
 
