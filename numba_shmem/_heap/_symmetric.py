@@ -46,7 +46,8 @@ def sync_bytes(npes):
     uint64 barrier slot per PE and this PE's barrier epoch."""
     from .._teams import MAX_TEAMS
 
-    return -(-MAX_TEAMS * (npes + 1) * 8 // DEFAULT_ALIGN) * DEFAULT_ALIGN
+    end, _size = sync_row(MAX_TEAMS, npes)  # where a row after the last would start
+    return -(-end // DEFAULT_ALIGN) * DEFAULT_ALIGN
 
 
 class SymmetricHeap:
