@@ -18,7 +18,6 @@ class Plan:
     backend: str          # "cuda" or "sim"
     gpus: int
     use_mps: bool
-    mps_percentage: int   # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE for each PE (0: unset)
     tag_output: bool
     timeout: float
     grace: float
@@ -69,7 +68,6 @@ def make_plan(args, gpus, mps_control, environ):
         backend=backend,
         gpus=gpus,
         use_mps=use_mps,
-        mps_percentage=max(1, 100 // pes_per_gpu) if use_mps else 0,
         tag_output=args.tag_output,
         timeout=args.timeout,
         grace=args.grace,

@@ -134,7 +134,6 @@ class Job:
             self.mps = MpsDaemon(mps_control(), self.jobdir)
             self.mps.start()
             extra.update(self.mps.env)
-            extra["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(plan.mps_percentage)
         for pe in range(plan.npes):
             pipe = subprocess.PIPE if plan.tag_output else None
             child = subprocess.Popen(plan.command, env=plan.pe_env(pe, extra),

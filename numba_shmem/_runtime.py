@@ -90,6 +90,10 @@ class Runtime:
                 "visible; check CUDA_VISIBLE_DEVICES or use NUMBA_SHMEM_BACKEND=sim")
         self.device_id = self.bootstrap.local_rank % count
         cuda.select_device(self.device_id)
+        # which GPU each PE runs on: PEs that share one split its SMs between them
+        gpu = cuda.get_current_device().uuid
+        self.pe_gpus = [b.decode() for b in self.bootstrap.allgather(gpu.encode(), "shmem.init")]
+        self.pes_on_my_gpu = self.pe_gpus.count(gpu)
         heap = CudaHeap(self.bootstrap, self.config, self.device_id)
         self._undo.push(heap.close)
         peer_bases = np.zeros(max(self.bootstrap.size, 1), dtype=np.uint64)

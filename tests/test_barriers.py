@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from conftest import BACKEND, python, shmem_run
+from conftest import BACKEND, needs_gpu, python, shmem_run
 
 ROUNDS = 10000 if BACKEND == "cuda" else 100  # the simulator's barrier is a rendezvous round trip
 
@@ -26,8 +26,42 @@ def test_a_grid_that_cannot_be_resident_fails_on_every_pe():
     assert len(found) == 2
     for message in found:
         assert re.match(r"collective_launch: PE 0 asked for a grid of 1048576 blocks of 1024 "
-                        r"threads, but at most \d+ can be resident at once on its share of the "
-                        r"GPU; pass griddim=0 for the largest grid", message), message
+                        r"threads, but at most \d+ can be resident at once on its (GPU|share "
+                        r"of a GPU that 2 PEs share); pass griddim=0 for the largest grid",
+                        message), message
+
+
+@pytest.mark.parametrize("npes", [2, 4])
+@pytest.mark.parametrize("sharedmem", [0, 40 << 10])
+def test_the_largest_grid_is_resident_with_every_other_pes(npes, sharedmem):
+    # on one GPU the PEs share its SMs (through MPS): each grid is its part
+    result = shmem_run(npes, "residency.py", sharedmem, timeout=240,
+                       env={"NUMBA_SHMEM_DEBUG": "1", "NUMBA_SHMEM_WAIT_TIMEOUT": "30"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert len(lines) == npes, result.stdout
+    for pe, line in enumerate(lines):
+        assert re.fullmatch(rf"PE {pe}: 5 grids of \d+ blocks of 256 threads all resident "
+                            r"with the other PEs'", line), line
+
+
+def test_a_grid_keeps_its_shape():
+    # the simulator keeps one block per PE resident; the GPU many more
+    x, y = (2, 3) if BACKEND == "cuda" else (1, 1)
+    result = shmem_run(2, "grid_shape.py", x, y)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.splitlines()) == [
+        f"PE {pe}: launched ({x}, {y}), gridDim ({x}, {y})" for pe in range(2)]
+
+
+@needs_gpu
+def test_a_block_that_does_not_fit_at_all_is_an_error():
+    # 64 KiB of dynamic shared memory needs an opt-in numba does not make: no block fits
+    result = python("launch_errors.py", 0, 256, 64 << 10)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ("EXPECTED ShmemUsageError: collective_launch: on PE 0 not one block of 256 threads "
+            "can be resident on its GPU; use fewer threads or less shared memory"
+            in result.stdout), result.stdout
 
 
 def test_barrier_ptx_releases_acquires_and_backs_off():

@@ -32,9 +32,9 @@ def test_plan_without_gpu_runs_the_simulator_and_says_so():
     assert not plan.use_mps
 
 
-def test_plan_shares_one_gpu_through_mps_with_an_sm_partition():
+def test_plan_shares_one_gpu_through_mps():
     plan = _plan(["-n", "4", "x.py"], gpus=1)
-    assert plan.backend == "cuda" and plan.use_mps and plan.mps_percentage == 25
+    assert plan.backend == "cuda" and plan.use_mps
     assert "NUMBA_ENABLE_CUDASIM" not in dict(plan.base_env)
     assert plan.notes == ()
 

@@ -1,4 +1,5 @@
-"""collective_launch with a bad grid or block shape: prints the error."""
+"""collective_launch with a bad grid, block shape or shared memory size: prints
+the error. Arguments: griddim blockdim [sharedmem]."""
 
 import sys
 
@@ -15,8 +16,10 @@ def kernel(x):
 def main():
     shmem.init()
     griddim = int(sys.argv[1]) if sys.argv[1].isdigit() else sys.argv[1]
+    sharedmem = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     try:
-        shmem.collective_launch(kernel, griddim, int(sys.argv[2]), shmem.zeros(1, np.int64))
+        shmem.collective_launch(kernel, griddim, int(sys.argv[2]), shmem.zeros(1, np.int64),
+                                sharedmem=sharedmem)
     except shmem.ShmemUsageError as exc:
         sys.stdout.write(f"EXPECTED ShmemUsageError: {exc}\n")
     shmem.finalize()
