@@ -59,9 +59,7 @@ def main():
     me, npes = shmem.my_pe(), shmem.n_pes()
     name = cuda.get_current_device().name
     results = {"npes": npes, "device": name.decode() if isinstance(name, bytes) else str(name)}
-    gpu = cuda.get_current_device().uuid
-    results["gpus"] = len(set(shmem._runtime.current().bootstrap.allgather(
-        gpu.encode(), "benchmark GPU ids")))
+    results["gpus"] = len(set(shmem._runtime.current().pe_gpus))
     stamps = cuda.device_array(2, np.int64)
     for _ in range(2):  # the first run compiles
         shmem.barrier_all()

@@ -3,7 +3,7 @@
 For 1, 2 and 4 PEs (sharing the GPU through MPS when there are more PEs than
 GPUs), every block of every PE's grid waits up to 50 ms for the blocks of all
 PEs to arrive; prints, per PE, how many of its blocks gave up and the fewest
-arrivals any block saw (all PEs' blocks when all were resident), three launches each, with 0 and
+arrivals any block saw (all PEs' blocks when all were resident), ten launches each, with 0 and
 40 KiB of shared memory per block (8 and 5 blocks of 256 threads per SM).
 
     python benchmarks/residency.py [--pes 1 2 4]
@@ -34,9 +34,11 @@ def main():
             print(f"{npes} PE{'s' if npes > 1 else ''}, {sharedmem >> 10} KiB shared memory "
                   "per block:")
             for r in rows:
-                runs = ", ".join(f"{x['gave_up']} gave up (fewest seen {x['fewest_seen']})"
-                                 for x in r["runs"])
-                print(f"  PE {r['pe']}: grid {r['grid']} of {r['total']}: {runs}")
+                short = [x for x in r["runs"] if x["gave_up"]]
+                detail = "".join(f"; {x['gave_up']} gave up, fewest seen {x['fewest_seen']}"
+                                 for x in short)
+                print(f"  PE {r['pe']}: grid {r['grid']} of {r['total']}: all resident in "
+                      f"{len(r['runs']) - len(short)} of {len(r['runs'])} launches{detail}")
 
 
 if __name__ == "__main__":

@@ -9,21 +9,27 @@ blocks gave up, and the fewest arrivals any of them saw.
 """
 
 import json
+import os
 import sys
 
-import numpy as np
-from numba import cuda
+if os.environ.get("NUMBA_SHMEM_BACKEND") == "sim":  # shmem-run found no GPU
+    raise SystemExit("benchmarks/residency.py measures the GPU; it does not run on the simulator")
 
-import numba_shmem as shmem
-from numba_shmem._cuda._primitives import _now
+import numpy as np  # noqa: E402
+from numba import cuda  # noqa: E402
+
+import numba_shmem as shmem  # noqa: E402
+from numba_shmem._cuda._primitives import _now  # noqa: E402
 
 WAIT_MS = 50
+LAUNCHES = 10
 THREADS = 256
 
 
 @cuda.jit
-def arrive_and_wait(counter, total, seen, wait_ns):
+def arrive_and_wait(counter, seen, wait_ns):
     if cuda.threadIdx.x == 0:
+        total = cuda.gridDim.x * shmem.n_pes()  # every PE launches the same grid
         shmem.atomic_add(counter, 1, 0)
         start = _now()
         count = shmem.atomic_fetch(counter, 0)
@@ -37,20 +43,18 @@ def main():
     shmem.init()
     me = shmem.my_pe()
     counter = shmem.zeros(1, np.int64)
-    kernel = arrive_and_wait.specialize(counter, 0, cuda.device_array(1, np.int64), 0)
-    (overload,) = kernel.overloads.values()
-    grid = overload.max_cooperative_grid_blocks(THREADS, sharedmem)
-    total = sum(int(g) for g in shmem._runtime.current().bootstrap.allgather(
-        str(grid).encode(), "residency grids"))
+    # what each block saw; at most 2,048 threads are resident per SM
+    seen = cuda.device_array(cuda.get_current_device().MULTIPROCESSOR_COUNT * 2048 // THREADS,
+                             np.int64)
     results = []
-    for _ in range(3):
+    for _ in range(LAUNCHES):
         counter.copy_to_device(np.zeros(1, np.int64))
-        seen = cuda.to_device(np.zeros(grid, np.int64))
         shmem.barrier_all()
-        shmem.collective_launch(arrive_and_wait, 0, THREADS, counter, total, seen,
-                                WAIT_MS * 10**6, sharedmem=sharedmem)
+        grid = shmem.collective_launch(arrive_and_wait, 0, THREADS, counter, seen,
+                                       WAIT_MS * 10**6, sharedmem=sharedmem)
         cuda.synchronize()
-        got = seen.copy_to_host()
+        got = seen[:grid].copy_to_host()
+        total = grid * shmem.n_pes()
         results.append({"gave_up": int((got < total).sum()), "fewest_seen": int(got.min())})
     sys.stdout.write(json.dumps({"pe": me, "grid": grid, "total": total,
                                  "sharedmem": sharedmem, "runs": results}) + "\n")

@@ -27,7 +27,7 @@ def main():
         raise SystemExit(f"benchmark failed:\n{run.stdout}\n{run.stderr}")
     r = json.loads(run.stdout.strip().splitlines()[-1])
     gpus = r["pe_gpus"]
-    where = "sharing one GPU (MPS, half the SMs each)" if gpus[0] == gpus[1] else \
+    where = "sharing one GPU (MPS)" if gpus[0] == gpus[1] else \
         "one GPU each"
     print(f"RMA between 2 PEs on {r['device']}, {where}; PE 0 puts into PE 1")
     print("GB/s of bytes delivered; each kernel repeats its copy `reps` times in one launch. "

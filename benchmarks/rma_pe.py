@@ -168,9 +168,7 @@ def main():
     name = cuda.get_current_device().name
     results = {"bandwidth": [], "device": name.decode() if isinstance(name, bytes) else str(name)}
     # which GPU each PE runs on, to tell one shared GPU from two
-    gpu = cuda.get_current_device().uuid
-    results["pe_gpus"] = [b.decode() for b in shmem._runtime.current().bootstrap.allgather(
-        gpu.encode(), "benchmark GPU ids")]
+    results["pe_gpus"] = shmem._runtime.current().pe_gpus
     n = max_bytes // 8
     dest = shmem.zeros(n, np.float64)
     own = shmem.zeros(n, np.float64)
