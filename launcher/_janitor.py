@@ -7,7 +7,8 @@ stops the job's MPS daemon and removes the job's directory and the simulator's
 shared-memory segments, as the launcher's own cleanup would have. After a
 normal exit the launcher has done all of that, and the janitor finds nothing.
 
-    python -m shmem_run._janitor CONTROL JOBDIR JOBID   (CONTROL "" without MPS)
+    SHMEM_RUN_JANITOR_JOB="JOBID NPES" python -m shmem_run._janitor CONTROL JOBDIR
+    (CONTROL "" without MPS; the job id stays off the world-readable command line)
 """
 
 import os
@@ -17,14 +18,15 @@ import sys
 import time
 
 from ._mps import MpsDaemon
-from ._run import remove_segments
+from ._run import JANITOR_JOB, remove_segments
 
 #: a PE that the launcher's death is killing may still create a segment
 _SECOND_PASS_S = 1.0
 
 
 def main():
-    control, jobdir, job_id = sys.argv[1:4]
+    control, jobdir = sys.argv[1:3]
+    job_id, npes = os.environ[JANITOR_JOB].split()
     sys.stdin.buffer.read()  # returns at end of file: the launcher has exited or died
     if not os.path.isdir(jobdir):
         return  # the launcher cleaned up
@@ -33,9 +35,9 @@ def main():
             MpsDaemon.left_in(control, jobdir).stop()
         except (OSError, subprocess.TimeoutExpired):
             pass  # the directory goes all the same
-    remove_segments(job_id)
+    remove_segments(job_id, int(npes))
     time.sleep(_SECOND_PASS_S)
-    remove_segments(job_id)
+    remove_segments(job_id, int(npes))
     shutil.rmtree(jobdir, ignore_errors=True)
 
 

@@ -33,7 +33,7 @@ class Plan:
 
 def make_plan(args, gpus, mps_control, environ):
     """Decide backend, GPU sharing and MPS from the arguments and the node."""
-    backend = args.backend
+    backend = args.backend or "auto"
     notes = []
     if backend == "auto":
         backend = "cuda" if gpus > 0 else "sim"

@@ -1,7 +1,6 @@
 """Run a plan: rendezvous, MPS, PEs; fail fast; leave nothing behind."""
 
 import ctypes
-import glob
 import os
 import secrets
 import shutil
@@ -17,6 +16,10 @@ from ._rendezvous import RendezvousServer
 
 _POLL = 0.02
 TIMEOUT_EXIT = 124
+#: the variable that tells the janitor the job id and the number of PEs
+JANITOR_JOB = "SHMEM_RUN_JANITOR_JOB"
+#: how long the verdict waits for the PE whose departure failed the others to exit
+_CULPRIT_WAIT_S = 15.0
 #: The rendezvous and the MPS daemon make Unix sockets in the job's directory,
 #: and a socket's path must fit in 108 bytes: a longer TMPDIR is passed over.
 _MAX_PARENT = 40
@@ -29,12 +32,20 @@ def job_parent():
     return parent if len(parent) <= _MAX_PARENT else "/tmp"
 
 
-def remove_segments(job_id):
-    """Unlink the simulator heaps of a job whose PEs died before unlinking them."""
-    for path in glob.glob(f"/dev/shm/nshmem-{job_id}-*"):
+#: the simulator's heap segments (numba_shmem._sim._heap.segment_path)
+_SEGMENT = "/dev/shm/nshmem-{job_id}-{pe}"
+
+
+def remove_segments(job_id, npes):
+    """Unlink the simulator heaps of a job whose PEs died before unlinking them:
+    only the names the job's PEs make, and only files of this user; what cannot
+    be removed is left alone."""
+    for pe in range(npes):
+        path = _SEGMENT.format(job_id=job_id, pe=pe)
         try:
-            os.unlink(path)
-        except FileNotFoundError:
+            if os.lstat(path).st_uid == os.getuid():
+                os.unlink(path)
+        except OSError:
             pass
 
 
@@ -101,10 +112,13 @@ class Job:
         """A process that cleans up if this launcher is killed (see _janitor)."""
         read_end, self._janitor_pipe = os.pipe()
         try:
+            # the job id goes in the environment, which only this user can read
+            # (a command line is world-readable)
+            env = {**os.environ, JANITOR_JOB: f"{self.job_id} {self.plan.npes}"}
             self.janitor = subprocess.Popen(
-                [sys.executable, "-m", "shmem_run._janitor", control or "", self.jobdir,
-                 self.job_id], stdin=read_end, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True)
+                [sys.executable, "-m", "shmem_run._janitor", control or "", self.jobdir],
+                stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=env, start_new_session=True)
         finally:
             os.close(read_end)
 
@@ -138,6 +152,7 @@ class Job:
             pipe = subprocess.PIPE if plan.tag_output else None
             child = subprocess.Popen(plan.command, env=plan.pe_env(pe, extra),
                                      stdout=pipe, stderr=pipe, start_new_session=True)
+            self.server.admit(pe, child.pid)
             self.children.append(child)
             if plan.tag_output:
                 for stream, sink in ((child.stdout, sys.stdout), (child.stderr, sys.stderr)):
@@ -186,6 +201,22 @@ class Job:
                 return None, True
             time.sleep(_POLL)
 
+    def culprit(self, failed):
+        """The PE whose departure started the failure that ``failed`` exited
+        with, and its exit code: PE ``failed`` itself unless its collective
+        failed because another PE had left and that PE failed too."""
+        chain, pe = [failed], failed
+        while pe in self.server.blamed and self.server.blamed[pe] not in chain:
+            pe = self.server.blamed[pe]
+            chain.append(pe)
+        if pe == failed:
+            return failed
+        try:  # it has left the job; give it the time to finish exiting
+            code = self.children[pe].wait(timeout=_CULPRIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return failed
+        return pe if code != 0 else failed
+
     def cleanup(self):
         for pump in self.pumps:
             pump.join(timeout=1)
@@ -195,7 +226,7 @@ class Job:
             self.mps.stop()
         _reap_orphans()
         shutil.rmtree(self.jobdir, ignore_errors=True)
-        remove_segments(self.job_id)
+        remove_segments(self.job_id, self.plan.npes)
         self._stop_janitor()
 
 
@@ -227,6 +258,7 @@ def run(plan):
             return TIMEOUT_EXIT
         if failed is None:
             return 0
+        failed = job.culprit(failed)
         code = job.children[failed].returncode
         stopped = job.stop_all()
         others = f"; stopped {stopped} other PE{'s' if stopped != 1 else ''}" if stopped else ""

@@ -73,6 +73,9 @@ def _launcher(*argv, timeout=60):
     (["-n", "2"], "name a script to run, or -m MODULE"),
     (["-n", "2", "missing.py"], "script 'missing.py' does not exist"),
     (["--timeout", "0", "x.py"], "--timeout must be a positive number of seconds"),
+    (["--timeout", "nan", "x.py"], "--timeout must be a positive number of seconds, got nan"),
+    (["--timeout", "inf", "x.py"], "--timeout must be a positive number of seconds, got inf"),
+    (["--grace", "-1", "x.py"], "--grace must be a number of seconds >= 0, got -1.0"),
 ])
 def test_bad_arguments(argv, message):
     result = _launcher(*argv)
@@ -142,7 +145,8 @@ def test_a_pe_killed_by_a_signal_gives_128_plus_signal(tmp_path):
 def test_a_pe_that_leaves_early_fails_the_waiters_with_its_name(tmp_path):
     result = shmem_run(2, "exits.py", "lost", tmp_path)
     assert result.returncode == 5, result.stdout + result.stderr
-    assert "PE 1 exited before reaching shmem.barrier_all" in result.stdout
+    assert ("PE 1 died without leaving the job (it crashed, was killed or called os._exit) "
+            "before reaching shmem.barrier_all") in result.stdout
 
 
 def test_timeout_stops_everything(tmp_path):
@@ -305,7 +309,8 @@ def test_the_janitor_stops_what_a_dead_launcher_left(tmp_path):
     assert _alive(daemon)
     read_end, write_end = os.pipe()
     janitor = subprocess.Popen([sys.executable, "-m", "shmem_run._janitor", str(control),
-                                str(jobdir), "0" * 12], stdin=read_end, cwd=ROOT)
+                                str(jobdir)], stdin=read_end, cwd=ROOT,
+                               env={**os.environ, "SHMEM_RUN_JANITOR_JOB": "0" * 12 + " 2"})
     os.close(read_end)
     os.close(write_end)  # as when the launcher dies
     assert janitor.wait(timeout=30) == 0

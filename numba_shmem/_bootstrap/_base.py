@@ -1,5 +1,6 @@
 """What every bootstrap provides: ranks, a byte allgather and descriptor exchange."""
 
+import threading
 import time
 
 from .._errors import ShmemBootstrapError, ShmemTimeoutError
@@ -21,6 +22,9 @@ class Bootstrap:
 
     def __init__(self, wait_timeout):
         self.wait_timeout = wait_timeout
+        # The host API may be called from several threads: one collective at a
+        # time per PE goes to the other PEs, and its reply comes back to it.
+        self._serial = threading.RLock()
 
     @property
     def local_rank(self):
@@ -32,7 +36,12 @@ class Bootstrap:
 
     def allgather(self, data, what, members=None):
         """Collective over ``members`` (a sorted list of PEs; None: every PE).
-        Return each member's ``data`` (bytes), in the order of ``members``."""
+        Return each member's ``data`` (bytes), in the order of ``members``.
+        Threads of one PE take turns."""
+        with self._serial:
+            return self._allgather(bytes(data), what, members)
+
+    def _allgather(self, data, what, members):
         raise NotImplementedError
 
     def barrier(self, what, members=None):
@@ -43,10 +52,21 @@ class Bootstrap:
         """Collective over the node. Return each local peer's descriptors, in
         local order; this PE's own entry is ``fds`` itself, the others are new
         descriptors that the caller owns."""
+        with self._serial:
+            return self._exchange_fds(list(fds), what)
+
+    def _exchange_fds(self, fds, what):
         raise NotImplementedError
 
-    def close(self):
-        """Release the bootstrap's sockets and communicators."""
+    def close(self, why="called shmem.finalize()"):
+        """Leave the job (``why`` says how, for the other PEs' errors) and
+        release the bootstrap's sockets and communicators. Runs once."""
+        if not getattr(self, "_left", False):
+            self._left = True
+            self._leave(why)
+
+    def _leave(self, why):
+        pass
 
     def timeout_error(self, what, waited):
         return ShmemTimeoutError(

@@ -11,7 +11,7 @@ import signal
 import socket
 import sys
 
-from .._errors import ShmemBootstrapError
+from .._errors import ShmemBootstrapError, ShmemTimeoutError
 from . import _wire
 from ._base import Bootstrap
 
@@ -24,6 +24,9 @@ ENV_JOBID = "SHMEM_RUN_JOBID"
 
 
 _PR_SET_PDEATHSIG = 1
+#: seconds past NUMBA_SHMEM_WAIT_TIMEOUT after which a PE stops waiting for a
+#: launcher that does not answer at all
+_BACKSTOP_S = 30.0
 
 
 def _die_with(launcher):
@@ -42,9 +45,16 @@ class LauncherBootstrap(Bootstrap):
     def __init__(self, wait_timeout, environ=None):
         super().__init__(wait_timeout)
         environ = os.environ if environ is None else environ
+        # The secret is this process's alone: its children must not inherit it
+        # (a child that called init() would join as this PE).
+        secret = environ.pop(ENV_SECRET, None)
+        if secret is None:
+            raise ShmemBootstrapError(
+                f"{ENV_SOCKET} is set but {ENV_SECRET} is not: this process inherited "
+                "its environment from a PE (a PE's child processes cannot join its job; "
+                "start every PE with shmem-run) or SHMEM_RUN_* were set by hand")
         try:
             path = environ[ENV_SOCKET]
-            secret = environ[ENV_SECRET]
             self.rank = int(environ[ENV_PE])
             self.size = int(environ[ENV_NPES])
             self.job_id = environ[ENV_JOBID]
@@ -55,8 +65,10 @@ class LauncherBootstrap(Bootstrap):
         self.local_peers = tuple(range(self.size))
         self._seqs = {}  # group (None: every PE) -> collectives so far
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # the launcher times collectives out (naming the PE that never came);
+        # the socket's own time-out is the backstop should the launcher hang
+        self._sock.settimeout(wait_timeout + _BACKSTOP_S if wait_timeout else None)
         try:
-            self._sock.settimeout(wait_timeout or None)
             self._sock.connect(path)
             self._call({"op": "hello", "secret": secret, "pe": self.rank, "pid": os.getpid()},
                        "the launcher's hello")
@@ -75,13 +87,19 @@ class LauncherBootstrap(Bootstrap):
             _wire.send(self._sock, meta, payload, fds)
             reply, payload, fds = _wire.recv(self._sock)
         except socket.timeout:
-            raise self.timeout_error(what, self.wait_timeout) from None
+            raise self.timeout_error(what, self._sock.gettimeout()) from None
         except (_wire.ConnectionClosed, OSError) as exc:
             raise ShmemBootstrapError(
                 f"PE {self.rank} lost the shmem-run rendezvous during {what}: {exc}") from None
-        if reply.get("op") == "error":
+        if reply.get("op") == "error" or reply.get("seq") != meta.get("seq"):
             for fd in fds:
                 os.close(fd)
+            if reply.get("op") != "error":
+                raise ShmemBootstrapError(
+                    f"PE {self.rank} got the answer to collective #{reply.get('seq')} during "
+                    f"{what} (#{meta.get('seq')}); the rendezvous connection is out of step")
+            if reply.get("kind") == "timeout":
+                raise ShmemTimeoutError(reply["message"])
             raise ShmemBootstrapError(reply["message"])
         return reply, payload, fds
 
@@ -89,14 +107,15 @@ class LauncherBootstrap(Bootstrap):
         key = None if members is None else tuple(members)
         self._seqs[key] = seq = self._seqs.get(key, 0) + 1
         meta = {"op": "allgather", "seq": seq, "what": what, "nfds": len(fds),
-                "group": None if members is None else list(members)}
+                "group": None if members is None else list(members),
+                "timeout": self.wait_timeout}
         return self._call(meta, what, fds, payload)
 
-    def allgather(self, data, what, members=None):
-        _reply, payload, _fds = self._collective(what, payload=bytes(data), members=members)
+    def _allgather(self, data, what, members):
+        _reply, payload, _fds = self._collective(what, payload=data, members=members)
         return _wire.unpack_list(payload)
 
-    def exchange_fds(self, fds, what):
+    def _exchange_fds(self, fds, what):
         reply, _payload, received = self._collective(what, fds=fds)
         out, start = [], 0
         for pe, count in enumerate(reply["nfds"]):
@@ -109,10 +128,10 @@ class LauncherBootstrap(Bootstrap):
             out.append(mine)
         return out
 
-    def close(self):
+    def _leave(self, why):
         if self._sock.fileno() >= 0:
             try:
-                _wire.send(self._sock, {"op": "bye"})
+                _wire.send(self._sock, {"op": "bye", "why": why})
             except OSError:
                 pass
             self._sock.close()

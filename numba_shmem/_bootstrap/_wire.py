@@ -56,6 +56,14 @@ def recv(sock):
     return meta, payload, fds
 
 
+def peer_credentials(sock):
+    """``(pid, uid)`` of the process at the other end of a Unix socket, as the
+    kernel recorded them when it connected."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return pid, uid
+
+
 def pack_list(items):
     """Join a list of bytes into one payload that ``unpack_list`` splits again."""
     return struct.pack(f"!I{len(items)}I", len(items), *map(len, items)) + b"".join(items)
