@@ -42,6 +42,16 @@ def _parse_seconds(variable, text):
     return value
 
 
+def _parse_count(variable, text):
+    try:
+        value = int(text.strip() or "0")
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ShmemConfigError(variable, text, "a whole number >= 0 (0: detect)")
+    return value
+
+
 def _parse_backend(variable, text):
     value = text.strip().lower()
     if value not in BACKENDS:
@@ -65,6 +75,9 @@ class Config:
     #: Seconds a host-side collective or a device wait may block before it is an
     #: error naming the PE and what it waited on; 0 waits forever.
     wait_timeout: float = 300.0
+    #: PEs per node; 0 detects the node. Under mpirun, k > 0 makes every k
+    #: consecutive ranks a node of their own (nodes emulated on one machine).
+    node_size: int = 0
 
 
 #: field name -> (environment variable, parser)
@@ -74,6 +87,7 @@ FIELDS = {
     "heap_chunk": ("NUMBA_SHMEM_HEAP_CHUNK", parse_size),
     "debug": ("NUMBA_SHMEM_DEBUG", _parse_bool),
     "wait_timeout": ("NUMBA_SHMEM_WAIT_TIMEOUT", _parse_seconds),
+    "node_size": ("NUMBA_SHMEM_NODE_SIZE", _parse_count),
 }
 
 

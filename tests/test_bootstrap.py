@@ -19,6 +19,8 @@ from shmem_run._rendezvous import RendezvousServer
 def server(tmp_path):
     path = str(tmp_path / "rdv.sock")
     srv = RendezvousServer(path, "s3cret", 2)
+    for pe in range(2):  # the PEs are this process's threads
+        srv.admit(pe, os.getpid())
     yield srv
     srv.close()
 
@@ -163,3 +165,66 @@ def test_teams_under_mpiexec():
     # (Open MPI may add terminal escape sequences of its own)
     lines = sorted(re.findall(r"PE \d+: teams ok", result.stdout))
     assert lines == [f"PE {pe}: teams ok" for pe in range(4)], result.stdout + result.stderr
+
+
+def _mpiexec(npes, program, env=None, timeout=180):
+    from conftest import BACKEND
+
+    env = {"NUMBA_SHMEM_BACKEND": BACKEND, "OMPI_MCA_plm_rsh_agent": "false",
+           "NUMBA_SHMEM_WAIT_TIMEOUT": "60", **(env or {})}
+    if BACKEND == "sim":
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    return run_hard([mpiexec(), *flags, "-n", str(npes), sys.executable,
+                     str(ROOT / "tests/programs" / program[0]), *program[1:]], timeout, env)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+def test_strangers_on_the_mpi_descriptor_sockets_are_dropped():
+    """Before: the sockets were abstract (open to every local user); a silent
+    connection hung both ranks, a wrong secret aborted the job."""
+    result = _mpiexec(2, ["mpi_bootstrap.py", "strangers"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(re.findall(r"PE \d: .*", result.stdout))
+    assert lines == [f"PE {pe}: directory mode 0o700, received ['from 0', 'from 1']"
+                     for pe in (0, 1)], result.stdout + result.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+def test_pes_on_other_nodes_are_refused_at_init_naming_the_node():
+    """Before: device barriers wrote through a zero peer base and faulted."""
+    result = _mpiexec(2, ["mpi_bootstrap.py", "nodes"], env={"NUMBA_SHMEM_NODE_SIZE": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    for pe, other in ((0, 1), (1, 0)):
+        assert re.search(rf"PE {pe}: PE {pe} \(on node \S+:emulated-node-{pe}\) cannot reach PE "
+                         rf"{other} \(on node \S+:emulated-node-{other}\): numba-shmem reaches "
+                         "only the PEs of one node", result.stdout), result.stdout
+    assert result.stdout.count("left behind: 0") == 2
+
+
+def test_a_pe_number_says_hello_once(server):
+    boot = LauncherBootstrap(5, _env(server, 0))
+    boot.close()  # its bye: the number is not free for a newcomer
+    with pytest.raises(ShmemBootstrapError, match="PE number 0 is invalid or taken"):
+        LauncherBootstrap(5, _env(server, 0))
+
+
+def test_only_the_process_started_as_a_pe_may_say_hello(tmp_path):
+    srv = RendezvousServer(str(tmp_path / "rdv.sock"), "s3cret", 2)
+    srv.admit(0, os.getpid() + 1)  # another process
+    try:
+        with pytest.raises(ShmemBootstrapError,
+                           match=rf"process {os.getpid()} is not the process shmem-run started "
+                                 r"as PE 0; a PE's children cannot join its job"):
+            LauncherBootstrap(5, _env(srv, 0))
+    finally:
+        srv.close()
+
+
+def test_the_secret_leaves_the_environment_at_init(server):
+    env = _env(server, 0)
+    boot = LauncherBootstrap(5, env)
+    assert "SHMEM_RUN_SECRET" not in env and env["SHMEM_RUN_SOCKET"] == server.path
+    boot.close()

@@ -10,11 +10,11 @@ from ._single import SingleBootstrap
 __all__ = ["Bootstrap", "check_same", "start"]
 
 
-def start(wait_timeout, environ=None):
+def start(config, environ=None):
     """Pick the bootstrap that started this process and connect it."""
     environ = os.environ if environ is None else environ
     if ENV_SOCKET in environ:
-        return LauncherBootstrap(wait_timeout, environ)
+        return LauncherBootstrap(config.wait_timeout, environ)
     if under_mpi(environ):
-        return MPIBootstrap(wait_timeout)
-    return SingleBootstrap(wait_timeout)
+        return MPIBootstrap(config.wait_timeout, config.node_size)
+    return SingleBootstrap(config.wait_timeout)

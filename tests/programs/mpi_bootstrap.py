@@ -1,0 +1,82 @@
+"""The MPI bootstrap's descriptor sockets against strangers, and nodes.
+
+    mpiexec -n 2 python mpi_bootstrap.py strangers
+    NUMBA_SHMEM_NODE_SIZE=1 mpiexec -n 2 python mpi_bootstrap.py nodes
+
+strangers: on rank 0, one process connects to rank 1's descriptor socket and
+says nothing, another sends a wrong secret; then the ranks exchange
+descriptors, which must arrive right. nodes: init() must refuse PEs it cannot
+reach, naming the PE and its node.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import numba_shmem as shmem
+from numba_shmem import _runtime
+
+_STRANGER = """
+import json, socket, struct, sys, time
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect(sys.argv[1])
+if sys.argv[2] == "secret":
+    body = json.dumps({"secret": "0" * 32, "from": 0, "what": "x"}).encode()
+    sock.sendall(struct.pack("!II", len(body), 0) + body)
+print("connected", flush=True)
+time.sleep(60)
+"""
+
+
+def say(line):
+    os.write(1, (line + "\n").encode())
+
+
+def strangers():
+    shmem.init()
+    boot = _runtime.current().bootstrap
+    me = boot.rank
+    # (before: abstract sockets, open to every local user)
+    paths = getattr(boot, "_paths", None) or [f"\0numba-shmem-{boot.job_id}-{r}" for r in (0, 1)]
+    mode = oct(os.stat(os.path.dirname(paths[me])).st_mode & 0o777) if paths[me][0] != "\0" \
+        else "abstract"
+    started = []
+    if me == 0:
+        for kind in ("silent", "secret"):
+            proc = subprocess.Popen([sys.executable, "-c", _STRANGER, paths[1], kind],
+                                    stdout=subprocess.PIPE, text=True)
+            assert proc.stdout.readline().strip() == "connected"
+            started.append(proc)
+    boot.barrier("strangers connected")
+    with tempfile.TemporaryFile() as f:
+        f.write(b"from %d" % me)
+        f.flush()
+        got = boot.exchange_fds([f.fileno()], "test descriptors")
+        seen = [os.pread(fds[0], 16, 0).decode() for fds in got]
+        for index, fds in enumerate(got):
+            if index != boot.local_rank:
+                os.close(fds[0])
+    for proc in started:
+        proc.kill()
+        proc.wait()
+    say(f"PE {me}: directory mode {mode}, received {seen}")
+    shmem.finalize()
+
+
+def nodes():
+    try:
+        shmem.init()
+    except shmem.ShmemUsageError as exc:
+        say(f"PE {int(os.environ.get('OMPI_COMM_WORLD_RANK', -1))}: {exc}")
+        from mpi4py import MPI
+
+        MPI.COMM_WORLD.Barrier()  # every rank has cleaned up
+        leftovers = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("nshmem-")]
+        say(f"left behind: {len(leftovers)}")
+        return
+    say("NO ERROR")
+
+
+if __name__ == "__main__":
+    globals()[sys.argv[1]]()
