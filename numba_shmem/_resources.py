@@ -2,6 +2,8 @@
 
 import sys
 
+from ._errors import ShmemUsageError
+
 
 class UndoStack:
     """Register the undo of each step as it succeeds; ``unwind()`` runs them in
@@ -32,3 +34,18 @@ class UndoStack:
                     print(f"numba-shmem: also failed while cleaning up: {exc}", file=sys.stderr)
         if first is not None:
             raise first
+
+
+class Lifetime:
+    """Whether a symmetric heap is still there. Its arrays check it on every
+    use, so an array used after ``finalize()`` is an error, not a fault."""
+
+    def __init__(self):
+        self.ended = False
+
+    def check(self):
+        if self.ended:
+            raise ShmemUsageError(
+                "a symmetric array was used after shmem.finalize(), which released the "
+                "symmetric heap; use symmetric arrays between shmem.init() and "
+                "shmem.finalize() (copy what you keep to the host before finalize)")

@@ -1,6 +1,7 @@
 """The runtime state: one object that ``init()`` creates and ``finalize()`` tears down."""
 
 import atexit
+import sys
 
 import numpy as np
 
@@ -12,6 +13,9 @@ from ._select import cuda_driver_present, numba_is_simulator
 
 _current = None
 _finalized = False
+#: at exit, how long this PE gives its GPU work to finish before it releases the
+#: heap anyway (a kernel may wait for a PE that will never come)
+EXIT_GPU_WAIT_S = 10.0
 
 
 def current():
@@ -21,9 +25,13 @@ def current():
 
 def require(what):
     if _current is None:
-        after = " (finalize() was called)" if _finalized else ""
+        if _finalized:
+            raise ShmemUsageError(
+                f"shmem.{what}() was called after shmem.finalize(); numba-shmem cannot be "
+                "used (or initialized again) once finalized: finalize at the end of the "
+                "program")
         raise ShmemUsageError(
-            f"shmem.{what}() needs the runtime{after}: call shmem.init() first, and "
+            f"shmem.{what}() needs the runtime: call shmem.init() first, and "
             "launch several PEs with shmem-run -n N script.py")
     return _current
 
@@ -54,12 +62,15 @@ class Runtime:
         self.config = config
         self.backend = _resolve_backend(config)
         self._undo = UndoStack()
-        self.bootstrap = _bootstrap.start(config.wait_timeout)
-        self._undo.push(self.bootstrap.close)
+        self.why = "failed in shmem.init()"  # how this PE leaves, for the others' errors
+        self.gpu_idle = True
+        self.bootstrap = _bootstrap.start(config)
+        self._undo.push(lambda: self.bootstrap.close(self.why))
         from ._teams import TeamTable
 
         self.teams = TeamTable(self.bootstrap)
         try:
+            _require_one_node(self.bootstrap)
             if self.backend == "cuda":
                 backend = self._start_cuda()
             else:
@@ -95,7 +106,7 @@ class Runtime:
         self.pe_gpus = [b.decode() for b in self.bootstrap.allgather(gpu.encode(), "shmem.init")]
         self.pes_on_my_gpu = self.pe_gpus.count(gpu)
         heap = CudaHeap(self.bootstrap, self.config, self.device_id)
-        self._undo.push(heap.close)
+        self._undo.push(self._release_gpu_heap, heap)
         peer_bases = np.zeros(max(self.bootstrap.size, 1), dtype=np.uint64)
         for pe, base in heap.bases.items():
             peer_bases[pe] = base
@@ -118,9 +129,43 @@ class Runtime:
 
             cuda.synchronize()
 
-    def close(self):
-        self.synchronize()
-        self._undo.unwind()
+    def _release_gpu_heap(self, heap):
+        if self.gpu_idle:
+            heap.close()
+            return
+        # unmapping under a running kernel would fault it: the process's exit
+        # releases the memory instead
+        print(f"numba-shmem: PE {self.bootstrap.rank} left with GPU work still running or "
+              "its CUDA context failed; the heap is released with the process",
+              file=sys.stderr, flush=True)
+
+    def close(self, why, gpu_wait=None):
+        """Leave the job: tell the other PEs first (``why``), give this PE's
+        GPU work ``gpu_wait`` seconds to finish (None: as long as it takes),
+        then release everything, whatever failed on the way."""
+        self.why = why
+        try:
+            self.bootstrap.close(why)
+        finally:
+            try:
+                if self.backend == "cuda":
+                    from ._cuda._driver import wait_idle
+
+                    self.gpu_idle = wait_idle(gpu_wait)
+            finally:
+                self.heap.backend.lifetime.ended = True
+                self._undo.unwind()
+
+
+def _require_one_node(bootstrap):
+    """Until PEs on other nodes are reachable, a job that spans nodes is refused."""
+    far = [pe for pe in range(bootstrap.size) if pe not in bootstrap.local_peers]
+    if far:
+        nodes = getattr(bootstrap, "nodes", None) or ["?"] * bootstrap.size
+        raise ShmemUsageError(
+            f"PE {bootstrap.rank} (on node {nodes[bootstrap.rank]}) cannot reach PE {far[0]} "
+            f"(on node {nodes[far[0]]}): numba-shmem reaches only the PEs of one node for "
+            "now; start every PE on one node (mpirun -n N on one host, or shmem-run -n N)")
 
 
 def init():
@@ -133,6 +178,9 @@ def init():
         raise ShmemUsageError(
             "shmem.init() after shmem.finalize() is not supported; initialize once per process")
     _current = Runtime(_config.from_env())
+    global _previous_excepthook
+    if sys.excepthook is not _note_uncaught:
+        _previous_excepthook, sys.excepthook = sys.excepthook, _note_uncaught
 
 
 def finalize():
@@ -141,21 +189,35 @@ def finalize():
     runtime = require("finalize")
     runtime.synchronize()
     runtime.bootstrap.barrier("shmem.finalize")
-    _teardown()
+    _teardown("called shmem.finalize()")
 
 
-def _teardown():
+def _teardown(why, gpu_wait=None):
     global _current, _finalized
     runtime, _current = _current, None
     _finalized = True
     if runtime is not None:
-        runtime.close()
+        runtime.close(why, gpu_wait)
+
+
+_uncaught = []  # the uncaught exception the interpreter is exiting with, if any
+
+
+def _note_uncaught(kind, value, traceback):
+    _uncaught.append(kind.__name__)
+    (_previous_excepthook or sys.__excepthook__)(kind, value, traceback)
+
+
+_previous_excepthook = None
 
 
 @atexit.register
 def _finalize_at_exit():
+    """A PE that exits without finalize(): leave at once, so that PEs waiting for
+    it fail now, and never wait long for a kernel that may wait for them."""
     if _current is not None:
-        _teardown()
+        why = f"exited (uncaught {_uncaught[-1]})" if _uncaught else "exited"
+        _teardown(why, gpu_wait=EXIT_GPU_WAIT_S)
 
 
 def my_pe():

@@ -69,7 +69,12 @@ SINGLE = [
     ("array_before_init", "ShmemUsageError", r"shmem\.array\(\) needs the runtime"),
     ("init_twice", "ShmemUsageError", r"already called; call it once per process"),
     ("init_after_finalize", "ShmemUsageError", r"after shmem\.finalize\(\) is not supported"),
-    ("after_finalize", "ShmemUsageError", r"n_pes\(\) needs the runtime \(finalize\(\) was called\)"),
+    ("after_finalize", "ShmemUsageError", r"shmem\.n_pes\(\) was called after shmem\.finalize\(\)"),
+    ("put_after_finalize", "ShmemUsageError", r"shmem\.put\(\) was called after shmem\.finalize\(\)"),
+    ("array_after_finalize", "ShmemUsageError", r"a symmetric array was used after shmem\.finalize\(\)"),
+    ("slice_after_finalize", "ShmemUsageError", r"a symmetric array was used after shmem\.finalize\(\)"),
+    ("kernel_after_finalize", "ShmemUsageError", r"a symmetric array was used after shmem\.finalize\(\)"),
+    ("heap_smaller_than_its_reserve", "ShmemConfigError", r"NUMBA_SHMEM_HEAP_SIZE='512' is not valid: expected more than the \d+ bytes"),
     ("bad_config", "ShmemConfigError", r"NUMBA_SHMEM_HEAP_SIZE='lots' is not valid"),
     ("kernel_before_init", "ShmemUsageError", r"call shmem\.init\(\)"),
     ("exhaustion", "ShmemUsageError", r"heap exhausted: asked for 8388608 bytes.*NUMBA_SHMEM_HEAP_SIZE"),
@@ -93,10 +98,14 @@ SINGLE = [
 
 _TWO_PE = {"peer_out_of_range"}
 _STILL_USABLE = {"exhaustion"}
+#: the GPU rounds the heap up to its granularity (2 MiB), more than the reserve
+_SIM_ONLY = {"heap_smaller_than_its_reserve"}
 
 
 @pytest.mark.parametrize("scenario,error,fragment", SINGLE, ids=[s[0] for s in SINGLE])
 def test_single_pe_errors(scenario, error, fragment):
+    if scenario in _SIM_ONLY and BACKEND != "sim":
+        pytest.skip("the GPU heap is rounded up to at least 2 MiB")
     if scenario in _TWO_PE:
         result = shmem_run(2, "errors.py", scenario)
         output = _expect(result, error, fragment, pes=2)
@@ -116,6 +125,16 @@ def test_single_pe_errors(scenario, error, fragment):
 ])
 def test_mismatched_allocations_fail_on_every_pe_naming_both(scenario, message):
     output = _expect(shmem_run(2, "errors.py", scenario), "ShmemBootstrapError", message, pes=2)
+    assert output.count("STILL USABLE") == 2
+
+
+@pytest.mark.skipif(BACKEND != "sim", reason="the simulator's heap is the one in /dev/shm")
+def test_a_full_dev_shm_is_the_heap_exhausted_error_on_every_pe():
+    """Before: the allocation succeeded and the first store past /dev/shm's
+    space killed the PE with SIGBUS."""
+    output = _expect(shmem_run(2, "errors.py", "shm_exhausted"), "ShmemUsageError",
+                     r"symmetric heap exhausted: PE 0 could not reserve \d+ more bytes of its "
+                     r"simulator heap \(/dev/shm has \d+ bytes free\).*--shm-size", pes=2)
     assert output.count("STILL USABLE") == 2
 
 

@@ -1,5 +1,7 @@
 """CUDA driver calls through numba's driver layer, with numba-shmem's errors."""
 
+import time
+
 from numba.cuda.cudadrv.driver import CudaAPIError, binding, driver
 
 from .._errors import ShmemDriverError
@@ -22,3 +24,26 @@ def device_location(device_id):
     location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
     location.id = device_id
     return location
+
+
+def wait_idle(timeout=None):
+    """Wait until the GPU has finished this process's work, at most ``timeout``
+    seconds (None: as long as it takes). Returns False if it has not, or if the
+    context has failed (a kernel trapped). An event on the legacy default
+    stream completes after the work of every blocking stream."""
+    from numba import cuda
+
+    try:
+        if timeout is None:
+            cuda.synchronize()
+            return True
+        event = cuda.event(timing=False)
+        event.record(stream=cuda.legacy_default_stream())
+        deadline = time.monotonic() + timeout
+        while not event.query():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+    except CudaAPIError:
+        return False

@@ -9,6 +9,7 @@ own device. Each step registers its undo, so a failure part way and
 ``finalize()`` both leave no mapping, handle or descriptor behind.
 """
 
+import json
 import os
 
 from numba import cuda
@@ -17,7 +18,7 @@ from numba.cuda.cudadrv import driver as numba_driver
 
 from .. import _dlpack
 from .._errors import ShmemDriverError, ShmemUsageError
-from .._resources import UndoStack
+from .._resources import Lifetime, UndoStack
 from ._driver import call, cu, device_location
 
 _FD = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
@@ -59,42 +60,67 @@ class CudaHeap:
         self.bases = {pe: int(region) + i * self.capacity for i, pe in enumerate(self._peers)}
         self.base = self.bases[bootstrap.rank]
         self.mapped = 0
+        self.lifetime = Lifetime()
 
     def ensure_mapped(self, nbytes):
         """Collective. Map physical memory so that offsets below ``nbytes`` are
-        backed on every local PE."""
+        backed on every local PE. The PEs agree on the outcome: if any PE
+        fails any step, every PE undoes the step and raises, naming that PE."""
         if nbytes <= self.mapped:
             return
         size = _round_up(max(nbytes - self.mapped, self._chunk), self.granularity)
         size = min(size, self.capacity - self.mapped)
         mark = self._undo.depth
         try:
-            self._grow(size)
+            error = self._grow(size)
+            report = json.dumps([error.call, error.result, str(error)] if error else None)
+            reports = [json.loads(r) for r in self._bootstrap.allgather(
+                report.encode(), "symmetric heap growth")]
         except BaseException:
-            self._undo.unwind(to=mark)  # what was mapped before stays usable
+            self._undo.unwind(to=mark)
             raise
+        failed = [(pe, r) for pe, r in enumerate(reports) if r is not None]
+        if failed:
+            self._undo.unwind(to=mark)  # what was mapped before stays usable
+            if error is not None:
+                raise error
+            pe, (call_name, result, message) = failed[0]
+            raise ShmemDriverError(call_name, result,
+                                   f"PE {pe} could not grow the symmetric heap: {message}")
         self.mapped += size
 
     def _grow(self, size):
+        """This PE's part of one growth step: create a chunk, swap descriptors
+        with the local peers, map every peer's chunk. Returns the first
+        ShmemDriverError (None if all went well); the exchange happens whatever
+        failed before it, so no peer waits for a PE that gave up."""
+        error = fd = None
         try:
             handle = call("cuMemCreate", size, self._prop, 0,
                           hint=f"could not create {size} bytes of GPU memory for the heap")
+            self._undo.push(call, "cuMemRelease", handle)
+            fd = int(call("cuMemExportToShareableHandle", handle, _FD, 0))
         except ShmemDriverError as exc:
-            self._bootstrap.allgather(str(exc).encode(), "symmetric heap growth")
-            raise
-        self._undo.push(call, "cuMemRelease", handle)
-        # every PE must have its chunk before any waits for the others' descriptors
-        failures = [(pe, error.decode()) for pe, error in enumerate(
-            self._bootstrap.allgather(b"", "symmetric heap growth")) if error]
-        if failures:
-            pe, error = failures[0]
-            raise ShmemDriverError("cuMemCreate", "on another PE",
-                                   f"PE {pe} could not grow the heap: {error}")
-        fd = int(call("cuMemExportToShareableHandle", handle, _FD, 0))
+            error = exc
         try:
-            peer_fds = self._bootstrap.exchange_fds([fd], "symmetric heap growth")
+            peer_fds = self._bootstrap.exchange_fds([] if fd is None else [fd],
+                                                    "symmetric heap growth")
         finally:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
+        me = self._peers.index(self._bootstrap.rank)
+        received = [fd for index, fds in enumerate(peer_fds) if index != me for fd in fds]
+        try:
+            if error is None and all(len(fds) == 1 for fds in peer_fds):
+                self._map_chunks(handle, peer_fds, size)
+        except ShmemDriverError as exc:
+            error = exc
+        finally:
+            for peer_fd in received:
+                os.close(peer_fd)
+        return error
+
+    def _map_chunks(self, handle, peer_fds, size):
         access = cu.CUmemAccessDesc()
         access.location = device_location(self._device_id)
         access.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
@@ -102,11 +128,7 @@ class CudaHeap:
             if pe == self._bootstrap.rank:
                 peer_handle = handle
             else:
-                (peer_fd,) = peer_fds[index]
-                try:
-                    peer_handle = call("cuMemImportFromShareableHandle", peer_fd, _FD)
-                finally:
-                    os.close(peer_fd)
+                peer_handle = call("cuMemImportFromShareableHandle", peer_fds[index][0], _FD)
                 self._undo.push(call, "cuMemRelease", peer_handle)
             address = self.bases[pe] + self.mapped
             call("cuMemMap", address, size, 0, peer_handle, 0)
@@ -119,7 +141,7 @@ class CudaHeap:
         if strides is None:
             strides = _c_strides(shape, dtype.itemsize)
         nbytes = numba_driver.memory_size_from_info(shape, strides, dtype.itemsize)
-        pointer = numba_driver.MemoryPointer(self._context, cu.CUdeviceptr(address), nbytes)
+        pointer = HeapPointer(self._context, address, nbytes, self.lifetime)
         return SymmetricArray(shape, strides, dtype, gpu_data=pointer)
 
     def address(self, arr):
@@ -134,7 +156,7 @@ class CudaHeap:
         call("cuCtxSynchronize")
 
     def close(self):
-        cuda.synchronize()
+        """Release every mapping, handle and reservation; the GPU must be idle."""
         self._undo.unwind()
 
 
@@ -144,6 +166,28 @@ def _c_strides(shape, itemsize):
         strides.append(step)
         step *= extent
     return tuple(reversed(strides))
+
+
+class HeapPointer(numba_driver.MemoryPointer):
+    """A pointer into the symmetric heap, and every view of it: each use
+    checks that the heap is still there (numba reads an array's address
+    through ``device_ctypes_pointer`` to launch, copy or export it)."""
+
+    def __init__(self, context, address, size, lifetime):
+        super().__init__(context, cu.CUdeviceptr(address), size)
+        self._lifetime = lifetime
+
+    @property
+    def device_ctypes_pointer(self):
+        self._lifetime.check()
+        return self.device_pointer
+
+    def view(self, start, stop=None):
+        self._lifetime.check()
+        size = (self.size if stop is None else stop) - start
+        if size < 0:
+            raise RuntimeError("size cannot be negative")
+        return HeapPointer(self.context, int(self.device_pointer) + start, size, self._lifetime)
 
 
 class SymmetricArray(devicearray.DeviceNDArray):

@@ -7,7 +7,7 @@ import weakref
 import numpy as np
 
 from .._bootstrap import check_same
-from .._errors import ShmemUsageError
+from .._errors import ShmemConfigError, ShmemUsageError
 from ._allocator import DEFAULT_ALIGN, OffsetAllocator
 
 
@@ -58,6 +58,11 @@ class SymmetricHeap:
         self.backend = backend
         self._bootstrap = bootstrap
         self.reserved = sync_bytes(bootstrap.size)
+        if backend.capacity <= self.reserved:
+            raise ShmemConfigError(
+                "NUMBA_SHMEM_HEAP_SIZE", str(backend.capacity),
+                f"more than the {self.reserved} bytes the runtime keeps for the barriers of "
+                f"{bootstrap.size} PEs (at least 1M is sensible)")
         backend.ensure_mapped(self.reserved)
         backend.fill_zero(0, self.reserved)
         self.allocator = OffsetAllocator(backend.capacity, start=self.reserved)

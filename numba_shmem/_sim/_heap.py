@@ -2,7 +2,9 @@
 mapped by every PE of the node.
 
 Each segment is unlinked as soon as every peer has mapped it, so a crashed job
-leaves nothing in ``/dev/shm``.
+leaves nothing in ``/dev/shm``. The segments are sparse; as allocations reach
+further, each PE reserves the pages of its own (``posix_fallocate``), so that a
+full ``/dev/shm`` is an error at allocation rather than a SIGBUS at first touch.
 """
 
 import contextlib
@@ -16,7 +18,7 @@ from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKe
 
 from .. import _dlpack
 from .._errors import ShmemUsageError
-from .._resources import UndoStack
+from .._resources import Lifetime, UndoStack
 
 SHM_DIR = "/dev/shm"
 
@@ -44,6 +46,10 @@ class SimHeap:
 
     def __init__(self, bootstrap, config):
         self.capacity = config.heap_size
+        self._chunk = config.heap_chunk
+        self._bootstrap = bootstrap
+        self.mapped = 0
+        self.lifetime = Lifetime()
         self._undo = UndoStack()
         self._peers = bootstrap.local_peers
         self._fds = {}
@@ -81,12 +87,35 @@ class SimHeap:
         return maps
 
     def ensure_mapped(self, nbytes):
-        """The whole segment is mapped from the start (tmpfs keeps it sparse)."""
+        """Collective. Reserve this PE's pages below ``nbytes``; the PEs agree
+        on the outcome, and a PE that could not is an error on every PE."""
+        if nbytes <= self.mapped:
+            return
+        size = min(max(nbytes - self.mapped, self._chunk), self.capacity - self.mapped)
+        error = ""
+        try:
+            stats = os.statvfs(SHM_DIR)
+            free = stats.f_bavail * stats.f_frsize
+            if size > free:
+                error = f"{SHM_DIR} has {free} bytes free"
+            else:
+                os.posix_fallocate(self._fds[self._bootstrap.rank], self.mapped, size)
+        except OSError as exc:
+            error = f"{SHM_DIR}: {exc.strerror or exc}"
+        reports = self._bootstrap.allgather(error.encode(), "symmetric heap growth")
+        failed = [(pe, r.decode()) for pe, r in enumerate(reports) if r]
+        if failed:
+            pe, why = failed[0]
+            raise ShmemUsageError(
+                f"symmetric heap exhausted: PE {pe} could not reserve {size} more bytes of its "
+                f"simulator heap ({why}); free arrays with shmem.free(), or make {SHM_DIR} "
+                "larger (a container's default is 64 MB: docker run --shm-size=8g)")
+        self.mapped += size
 
     def view(self, pe, offset, shape, dtype, strides=None):
         buffer = self._maps[self._peers.index(pe)]
         return SymmetricArray(np.ndarray(shape, dtype, buffer=buffer, offset=offset,
-                                         strides=strides))
+                                         strides=strides), self.lifetime)
 
     def address(self, arr):
         return int(host_array(arr).ctypes.data)
@@ -111,20 +140,56 @@ class SimHeap:
         self._fds = {}
 
     def close(self):
+        # The mappings are not closed: an array (or a simulated kernel's thread,
+        # at exit after Ctrl-C) may still point into them, and numpy arrays made
+        # on a mapping do not keep it from being unmapped. Each goes when the
+        # last array on it does, or with the process.
         self._close_fds()
         self._views = []
-        for m in self._maps:
-            try:
-                m.close()
-            except BufferError:
-                # A user array still views it; the mapping goes when that array does.
-                pass
         self._maps = []
 
 
 class SymmetricArray(FakeCUDAArray):
     """A simulator device array on the symmetric heap; exported through DLPack
-    as host memory (the simulator's "device" is the CPU)."""
+    as host memory (the simulator's "device" is the CPU). Every use checks that
+    the heap is still there; slices and views are symmetric arrays too."""
+
+    def __init__(self, ary, lifetime, stream=0):
+        self.__dict__["_lifetime"] = lifetime
+        super().__init__(ary, stream)
+
+    @property
+    def _ary(self):
+        self.__dict__["_lifetime"].check()
+        return self.__dict__["_array"]
+
+    @_ary.setter
+    def _ary(self, value):
+        self.__dict__["_array"] = value
+
+    def _same_heap(self, result):
+        if type(result) is FakeCUDAArray:
+            return SymmetricArray(result.__dict__["_ary"], self.__dict__["_lifetime"],
+                                  result.stream)
+        return result
+
+    def __getitem__(self, idx):
+        return self._same_heap(super().__getitem__(idx))
+
+    def bind(self, stream=0):
+        return self._same_heap(super().bind(stream))
+
+    def reshape(self, *args, **kwargs):
+        return self._same_heap(super().reshape(*args, **kwargs))
+
+    def ravel(self, *args, **kwargs):
+        return self._same_heap(super().ravel(*args, **kwargs))
+
+    def view(self, *args, **kwargs):
+        return self._same_heap(super().view(*args, **kwargs))
+
+    def transpose(self, axes=None):
+        return self._same_heap(super().transpose(axes))
 
     def __dlpack_device__(self):
         return (_dlpack.DEVICE_CPU, 0)

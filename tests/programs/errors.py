@@ -62,6 +62,62 @@ def after_finalize():
     shmem.n_pes()
 
 
+@scenario(shmem.ShmemUsageError)
+def put_after_finalize():
+    shmem.init()
+    arr = shmem.zeros(4, np.int32)
+    shmem.finalize()
+    shmem.put(arr, np.ones(4, np.int32), 0)
+
+
+@scenario(shmem.ShmemUsageError)
+def array_after_finalize():
+    shmem.init()
+    arr = shmem.zeros(4, np.int32)
+    shmem.finalize()
+    arr.copy_to_host()
+
+
+@scenario(shmem.ShmemUsageError)
+def slice_after_finalize():
+    shmem.init()
+    part = shmem.zeros(4, np.int32)[1:3]
+    shmem.finalize()
+    part.copy_to_host()
+
+
+@scenario(shmem.ShmemUsageError)
+def kernel_after_finalize():
+    from numba import cuda
+
+    @cuda.jit
+    def kernel(out):
+        out[0] = 1
+
+    shmem.init()
+    arr = shmem.zeros(4, np.int32)
+    shmem.finalize()
+    kernel[1, 1](arr)
+
+
+@scenario(shmem.ShmemConfigError)
+def heap_smaller_than_its_reserve():
+    os.environ["NUMBA_SHMEM_HEAP_SIZE"] = "512"
+    shmem.init()
+
+
+@scenario(shmem.ShmemUsageError)
+def shm_exhausted():
+    stats = os.statvfs("/dev/shm")
+    free = stats.f_bavail * stats.f_frsize
+    os.environ["NUMBA_SHMEM_HEAP_SIZE"] = str(4 * free)
+    shmem.init()
+    try:
+        shmem.array(2 * free, np.uint8)
+    finally:
+        still_usable()
+
+
 @scenario(shmem.ShmemConfigError)
 def bad_config():
     os.environ["NUMBA_SHMEM_HEAP_SIZE"] = "lots"
