@@ -26,9 +26,11 @@ _SCOPES = {"": "Thread scope.", "_warp": "Warp scope: every thread of the warp c
            "it with the same arguments."}
 
 _PUT = ("Copy ``source`` (any device array) into ``dest`` (symmetric) on PE ``pe``; "
-        "``source.size`` elements. {blocking}")
+        "``source.size`` elements, never more than ``dest.size`` (with NUMBA_SHMEM_DEBUG=1 a "
+        "larger source is an error). {blocking}")
 _GET = ("Copy ``source`` (symmetric) on PE ``pe`` into ``dest`` (any device array); "
-        "``dest.size`` elements. {blocking}")
+        "``dest.size`` elements, never more than ``source.size`` (with NUMBA_SHMEM_DEBUG=1 a "
+        "larger dest is an error). {blocking}")
 _PUT_SIGNAL = ("Copy ``source`` into ``dest`` on PE ``pe``, then update the signal ``sig`` there "
                "with ``value`` by ``sig_op`` (SIGNAL_SET or SIGNAL_ADD). Whoever sees the "
                "signal sees the data. {blocking}")
@@ -60,11 +62,13 @@ TABLE = {
                        "compares ``cmp`` to ``value``."),
     "wait_until_any": ("ivars status cmp value",
                        "Thread scope. Wait until some ``ivars[i]`` with ``status[i] == 0`` "
-                       "compares ``cmp`` to ``value``; return such an ``i``."),
+                       "compares ``cmp`` to ``value``; return such an ``i``, or -1 at once "
+                       "(OpenSHMEM's SIZE_MAX) when every element is excluded."),
     "wait_until_some": ("ivars indices status cmp value",
                         "Thread scope. Wait until at least one ``ivars[i]`` with "
                         "``status[i] == 0`` compares ``cmp`` to ``value``; write every such "
-                        "``i`` into ``indices`` and return how many."),
+                        "``i`` into ``indices`` and return how many (0 at once when every "
+                        "element is excluded)."),
     "wait_until_all_vector": ("ivars status cmp values",
                               "Thread scope. ``wait_until_all`` with one value per element."),
     "wait_until_any_vector": ("ivars status cmp values",

@@ -2,18 +2,23 @@
 
 ``shmem.sum_reduce(team, dest, source, nelems, stream=s)`` enqueues its work on
 ``s``; collective over ``team``, and complete on every member when the stream is.
+Every member must make the same collective calls on a team in the same order
+(with ``NUMBA_SHMEM_DEBUG=1`` a mismatch is an error on every member). Calls on
+one team from several streams at once are matched in the order each PE issues
+them; order them (one stream per team, or events) to keep their data apart.
 The data moves in a grid of many blocks, each taking a slice of every member's
 part (a one-block kernel would leave most of the GPU idle); one-thread kernels
 around it synchronize the team: ``sync(team)`` before a reduction reads the
 members' sources, ``barrier(team)`` after every collective.
 """
 
+import json
+
 import numpy as np
 
 from . import _device_api as api
-from ._arrays import peer_view
 from ._errors import ShmemUsageError
-from ._host_rma import _flat
+from ._host_rma import _flat, local_array, symmetric_array
 from ._runtime import require
 
 _THREADS = 256
@@ -41,17 +46,19 @@ def _checked(name, dest, source, nelems, root, members, rank):
 
     if isinstance(nelems, bool) or not isinstance(nelems, (int, np.integer)) or nelems < 0:
         fail(f"nelems must be an int >= 0, got {nelems!r}")
+    op, what = (name.split("_") + [""])[:2]
+    symmetric_array(f"{name} (dest)", "dest", dest, rank)  # dest must be symmetric
+    if what in ("reduce", "reducescatter"):  # members read each other's source
+        symmetric_array(f"{name} (source)", "source", source, rank)
+    else:
+        local_array(name, "source", source)
     if dest.dtype != source.dtype:
         fail(f"dest and source must have the same dtype, got {dest.dtype} and {source.dtype}")
-    op, what = (name.split("_") + [""])[:2]
     if op in api.INT_ONLY_OPS and source.dtype.kind == "f":
         fail(f"{op} needs an integer dtype, got {source.dtype}")
     if name == "broadcast" and not (root and 0 <= root[0] < len(members)):
         fail(f"root must be a PE of the team (0 to {len(members) - 1}), got "
              f"{root[0] if root else None!r}")
-    peer_view(dest, rank, f"shmem.{name} (dest)")  # dest must be symmetric
-    if what in ("reduce", "reducescatter"):
-        peer_view(source, rank, f"shmem.{name} (source)")  # members read each other's source
     address = require(name).heap.backend.address
     start_d, start_s = address(dest), address(source)
     end_d = start_d + dest.size * dest.dtype.itemsize
@@ -70,6 +77,26 @@ def _checked(name, dest, source, nelems, root, members, rank):
     return _flat(dest), _flat(source), start_d == start_s
 
 
+def _agree(runtime, team, members, name, dtype, nelems, root):
+    """Debug mode: every member makes the same call (the collective, nelems,
+    dtype, root), or every member gets an error naming the two calls. Without
+    it, mismatched calls drift the team's barrier counts: wrong data or a hang."""
+    call = [name, int(nelems), str(np.dtype(dtype)), root[0] if root else None]
+    reports = [json.loads(r) for r in runtime.bootstrap.allgather(
+        json.dumps(call).encode(), "a host collective (NUMBA_SHMEM_DEBUG check)",
+        list(members))]
+
+    def describe(r):
+        return f"shmem.{r[0]}(nelems={r[1]}, {r[2]}" + (f", root={r[3]})" if r[3] is not None
+                                                       else ")")
+    for member, report in zip(members, reports):
+        if report != reports[0]:
+            raise ShmemUsageError(
+                f"collective calls on team {team} do not match: PE {members[0]} called "
+                f"{describe(reports[0])} but PE {member} called {describe(report)}; every "
+                "member must make the same collective calls in the same order")
+
+
 def _make(block_name):
     name = block_name[:-len("_block")]
     takes_root = "root" in api.TABLE[block_name][0].split()
@@ -81,6 +108,8 @@ def _make(block_name):
         members = runtime.teams.get(team, f"shmem.{name}")
         dest, source, in_place = _checked(name, dest, source, nelems, root, members,
                                           runtime.bootstrap.rank)
+        if runtime.config.debug:
+            _agree(runtime, team, members, name, source.dtype, nelems, root)
         from numba import cuda
 
         from . import _host_kernels as kernels

@@ -1,6 +1,7 @@
 """The runtime state: one object that ``init()`` creates and ``finalize()`` tears down."""
 
 import atexit
+import os
 import sys
 
 import numpy as np
@@ -63,7 +64,7 @@ class Runtime:
         self.backend = _resolve_backend(config)
         self._undo = UndoStack()
         self.why = "failed in shmem.init()"  # how this PE leaves, for the others' errors
-        self.gpu_idle = True
+        self.gpu = "idle"  # at teardown: "idle", "busy" or "failed" (wait_idle)
         self.bootstrap = _bootstrap.start(config)
         self._undo.push(lambda: self.bootstrap.close(self.why))
         from ._teams import TeamTable
@@ -120,6 +121,9 @@ class Runtime:
         state["debug"] = int(self.config.debug)
         self.teams.device = cuda.to_device(self.teams.table())
         state["teams"] = self.teams.device.device_ctypes_pointer.value
+        self._leaving = cuda.mapped_array(1, np.int32)
+        self._leaving[0] = 0
+        state["leaving"] = self._leaving.device_ctypes_pointer.value
         self.device_state = state
         return heap
 
@@ -130,7 +134,7 @@ class Runtime:
             cuda.synchronize()
 
     def _release_gpu_heap(self, heap):
-        if self.gpu_idle:
+        if self.gpu == "idle":
             heap.close()
             return
         # unmapping under a running kernel would fault it: the process's exit
@@ -151,7 +155,10 @@ class Runtime:
                 if self.backend == "cuda":
                     from ._cuda._driver import wait_idle
 
-                    self.gpu_idle = wait_idle(gpu_wait)
+                    if gpu_wait is not None:
+                        # this PE's kernels that wait in the library stop (trap)
+                        self._leaving[0] = 1
+                    self.gpu = wait_idle(gpu_wait)
             finally:
                 self.heap.backend.lifetime.ended = True
                 self._undo.unwind()
@@ -217,7 +224,15 @@ def _finalize_at_exit():
     it fail now, and never wait long for a kernel that may wait for them."""
     if _current is not None:
         why = f"exited (uncaught {_uncaught[-1]})" if _uncaught else "exited"
+        runtime = _current
         _teardown(why, gpu_wait=EXIT_GPU_WAIT_S)
+        if runtime.gpu == "busy":
+            # a kernel still runs outside the library's waits; the CUDA driver's
+            # own exit would wait for it for ever: leave now
+            print(f"numba-shmem: PE {runtime.bootstrap.rank} exits (code 1) without "
+                  "waiting for its kernels", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(1)
 
 
 def my_pe():

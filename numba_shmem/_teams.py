@@ -91,25 +91,37 @@ def _table(what):
     return require(what).teams
 
 
+def _members_or_none(team, what):
+    """The members of ``team``, or None for TEAM_INVALID and any other handle
+    that is not one of this PE's teams (OpenSHMEM: those queries return -1)."""
+    table = _table(what)
+    if isinstance(team, bool) or not isinstance(team, (int, np.integer)):
+        raise ShmemUsageError(f"shmem.{what}: team must be a team handle (an int), got "
+                              f"{team!r}")
+    return table.members.get(int(team))
+
+
 def team_my_pe(team):
-    """Host and device. This PE's number in ``team``, or -1 if it is not a member."""
-    members = _table("team_my_pe").get(team, "shmem.team_my_pe")
+    """Host and device. This PE's number in ``team``; -1 if it is not a member
+    or ``team`` is TEAM_INVALID."""
+    members = _members_or_none(team, "team_my_pe")
     me = require("team_my_pe").bootstrap.rank
-    return members.index(me) if me in members else -1
+    return members.index(me) if members and me in members else -1
 
 
 def team_n_pes(team):
-    """Host and device. The number of PEs in ``team``."""
-    return len(_table("team_n_pes").get(team, "shmem.team_n_pes"))
+    """Host and device. The number of PEs in ``team``; -1 for TEAM_INVALID."""
+    members = _members_or_none(team, "team_n_pes")
+    return -1 if members is None else len(members)
 
 
 def team_translate_pe(src_team, src_pe, dest_team):
     """Host and device. The number in ``dest_team`` of PE ``src_pe`` of
-    ``src_team``, or -1 if it is not a member of ``dest_team``."""
-    table = _table("team_translate_pe")
-    source = table.get(src_team, "shmem.team_translate_pe")
-    dest = table.get(dest_team, "shmem.team_translate_pe")
-    if not 0 <= src_pe < len(source):
+    ``src_team``; -1 if it is not a member of ``dest_team`` or either team is
+    TEAM_INVALID."""
+    source = _members_or_none(src_team, "team_translate_pe")
+    dest = _members_or_none(dest_team, "team_translate_pe")
+    if source is None or dest is None or not 0 <= src_pe < len(source):
         return -1
     world = source[src_pe]
     return dest.index(world) if world in dest else -1

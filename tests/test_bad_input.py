@@ -93,6 +93,22 @@ HOST_SIZES = {
 }
 
 
+LOCAL_BAD = {
+    ("put", "list"): r"shmem\.put: source must be a numpy array or a device array, got list; "
+                     r"pass numpy\.asarray\(\.\.\.\) with dtype int64",
+    ("put", "scalar"): r"shmem\.put: source must be a numpy array or a device array, got int",
+    ("get", "none"): r"shmem\.get: dest must be a numpy array or a device array, got NoneType",
+    ("put", "dtype"): r"shmem\.put: source has dtype float64 but dest has int64; pass source as "
+                      r"int64",
+    ("get", "dtype"): r"shmem\.get: dest has dtype int32 but source has int64",
+    ("put", "strided_device"): r"shmem\.put: source is a strided view of a device array",
+    ("get", "strided_symmetric"): r"shmem\.get: source is a strided view \(like x\[::2\]\)",
+    ("fcollect", "strided_symmetric"): r"shmem\.fcollect \(dest\): dest is a strided view",
+    ("broadcast", "none"): r"shmem\.broadcast: source must be a numpy array or a device array, "
+                           r"got NoneType",
+}
+
+
 def test_every_host_function_refuses_bad_arrays_and_the_job_goes_on():
     from numba_shmem._host_collectives import HOST_COLLECTIVES
 
@@ -101,19 +117,20 @@ def test_every_host_function_refuses_bad_arrays_and_the_job_goes_on():
     cases = {}
     for line in result.stdout.splitlines():
         pe, rest = line.split("] ", 1)
-        if rest != "usable":
+        if rest not in ("usable", "strided numpy filled"):
             name, bad, outcome = rest.split(" ", 2)
             cases.setdefault((name, bad), []).append(outcome)
     names = {"put", "get", "peer_array", "free", *HOST_COLLECTIVES}
     expected = ({(n, b) for n in names for b in ("use_after_free", "not_symmetric")}
                 | {(n, "pe_out_of_range") for n in ("put", "get", "peer_array")}
-                | {(n, "size_mismatch") for n in HOST_SIZES})
+                | {(n, "size_mismatch") for n in HOST_SIZES} | set(LOCAL_BAD))
     assert set(cases) == expected
     for (name, bad), outcomes in cases.items():
         assert len(outcomes) == 2, (name, bad)  # on both PEs
-        pattern = HOST_SIZES[name] if bad == "size_mismatch" else \
-            rf"shmem\.{name}( \(dest\))?: " + HOST_BAD[bad].format(npes=2)
+        pattern = HOST_SIZES[name] if bad == "size_mismatch" else LOCAL_BAD.get((name, bad)) \
+            or rf"shmem\.{name}( \(dest\))?: " + HOST_BAD[bad].format(npes=2)
         for outcome in outcomes:
             assert outcome.startswith("ShmemUsageError ") and re.search(pattern, outcome), \
                 (name, bad, outcome)
     assert result.stdout.count("usable") == 2
+    assert result.stdout.count("strided numpy filled") == 2  # before: get left it untouched

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import python, shmem_run
+from conftest import needs_gpu, python, shmem_run
 
 
 @pytest.mark.parametrize("npes,mode", [(2, "device"), (4, "device"), (2, "host"), (4, "host"),
@@ -50,3 +50,27 @@ def test_allgather_gemm_sample():
     for pe, line in enumerate(lines):
         assert line.startswith(f"PE {pe}: C is {4 * m}x{n}, largest difference from numpy ")
         assert line.endswith("(ok)")
+
+
+def test_mismatched_host_collectives_are_an_error_in_debug_mode():
+    """Before: PE 0's fcollect and PE 1's sum_reduce went ahead, drifting the
+    team's barrier epochs (wrong data or a hang)."""
+    result = shmem_run(2, "stream_collectives.py", "mismatch", timeout=180,
+                       env={"NUMBA_SHMEM_DEBUG": "1", "NUMBA_SHMEM_WAIT_TIMEOUT": "60"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    for pe in (0, 1):
+        assert (f"PE {pe}: collective calls on team 0 do not match: PE 0 called "
+                "shmem.fcollect(nelems=4, int64) but PE 1 called shmem.sum_reduce(nelems=4, "
+                "int64)") in result.stdout, result.stdout
+
+
+@needs_gpu
+def test_barriers_on_one_team_from_two_streams_at_once():
+    """Before: the epoch was a load and a store; two streams' barrier kernels
+    interleaved them, lost increments, and a later barrier hung (debug mode
+    turns the hang into a trap)."""
+    result = shmem_run(2, "stream_collectives.py", "concurrent", timeout=180,
+                       env={"NUMBA_SHMEM_DEBUG": "1", "NUMBA_SHMEM_WAIT_TIMEOUT": "20"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.splitlines()) == [f"PE {pe}: concurrent barriers ok"
+                                                  for pe in (0, 1)]

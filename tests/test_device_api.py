@@ -111,7 +111,29 @@ def test_atomics_are_system_scope(ptx):
         assert instruction in code, instruction
 
 
+def test_an_element_is_never_split(ptx):
+    """Before: what followed the 16-byte vectors went one byte at a time, so a
+    peer polling the last int64 of a put could see it torn."""
+    stores = lambda code, widths: re.findall(rf"\bst(?:\.global)?\.[bu](?:{widths})\b", code)
+    assert not stores(ptx["put_int64"], "8|16|32") and stores(ptx["put_int64"], "64")
+    assert not stores(ptx["put_int16"], "8") and stores(ptx["put_int16"], "16")
+
+
+def test_warp_scope_synchronizes_the_lanes_the_warp_has(ptx):
+    """Before: the warp forms strode by 32 and synchronized all 32 lanes, even in
+    a block's last, partial warp."""
+    assert re.search(r"bar\.warp\.sync\s+%r\d+;", ptx["put_warp"])
+    assert not re.search(r"bar\.warp\.sync\s+-1;", ptx["put_warp"])
+
+
 @pytest.mark.parametrize("case,message", [
+    ("bad_cmp_literal", "shmem.wait_until: cmp=42 is not one of shmem.CMP_EQ, CMP_NE, CMP_GT, "
+                        "CMP_LE, CMP_LT, CMP_GE"),
+    ("bad_sig_op_literal", "shmem.signal_op: sig_op=7 is not shmem.SIGNAL_SET or "
+                           "shmem.SIGNAL_ADD"),
+    ("p_bool", "shmem.p: dest has dtype bool; p works on integer and float arrays"),
+    ("g_complex", "shmem.g: source has dtype complex128; g works on integer and float arrays"),
+    ("wait_bool", "shmem.wait_until: ivar has dtype bool; wait_until works on integer and float"),
     ("atomic_and_float", "shmem.atomic_and: dtype float32 is not supported; use int32, uint32, "
                          "int64 or uint64"),
     ("bad_signal_dtype", "shmem.put_signal: sig must be a uint64 array, got int64"),
@@ -181,12 +203,42 @@ def _strings(ptx):
                             r"0\.\.0"),
     ("atomic_off_heap", r"numba-shmem: shmem\.atomic_add: PE 0 passed address 0x[0-9a-f]+, "
                         r"which is not on the symmetric heap"),
+    ("put_overrun", r"numba-shmem: shmem\.put_block: PE 0 asked to copy 20 elements but dest on "
+                    r"PE 0 holds 16 ; pass a source no larger than dest"),
+    ("get_overrun", r"numba-shmem: shmem\.get: PE 0 asked to copy 20 elements but source on "
+                    r"PE 0 holds 16 ; pass a dest no larger than source"),
 ])
 def test_debug_checks_stop_the_kernel_naming_the_function_and_pe(scenario, message):
     result = shmem_run(1, "device_errors.py", scenario, timeout=120,
                        env={"NUMBA_SHMEM_DEBUG": "1"})
     output = result.stdout + result.stderr
     assert result.returncode != 0 and re.search(message, output), output
+
+
+@pytest.mark.skipif(BACKEND != "sim", reason="the simulator's debug mode; the GPU traps (above)")
+@pytest.mark.parametrize("scenario,message", [
+    ("put_overrun", r"shmem\.put_block: PE 0 asked to copy 20 elements but dest on PE 0 holds "
+                    r"16; pass a source no larger than dest"),
+    ("get_overrun", r"shmem\.get: PE 0 asked to copy 20 elements but source on PE 0 holds 16; "
+                    r"pass a dest no larger than source"),
+])
+def test_debug_mode_refuses_a_transfer_past_the_symmetric_array(scenario, message):
+    result = shmem_run(1, "device_errors.py", scenario, env={"NUMBA_SHMEM_DEBUG": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(rf"^EXPECTED ShmemUsageError: .*{message}", result.stdout, re.MULTILINE), \
+        result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("npes", [2, 3])
+def test_warp_and_block_transfers_move_every_element(npes):
+    """Before, on the GPU: put_warp of 1,024 int32 from a 16-thread block copied
+    512 (the warp scope strode by 32 lanes). On the simulator, the quick cases
+    and the puts and gets past dest (before: an error from numpy)."""
+    args = ("quick",) if BACKEND == "sim" else ()
+    result = shmem_run(npes, "transfers.py", *args, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.splitlines()) == sorted(
+        f"PE {pe}: {check} ok" for pe in range(npes) for check in ("scopes", "overrun"))
 
 
 @needs_gpu

@@ -182,3 +182,19 @@ def test_driver_error_carries_the_result_and_leaves_the_job_usable():
 
 def test_gpu_count_matches_backend():
     assert (GPUS > 0) == (BACKEND == "cuda")
+
+
+@needs_gpu
+def test_a_heap_growth_that_fails_on_one_pe_fails_on_every_pe():
+    """Before: only a cuMemCreate failure was agreed; a failing cuMemMap on PE 1
+    left PE 0 with the allocation and PE 1 without (allocators diverged)."""
+    result = shmem_run(2, "heap_growth.py", timeout=300, env={"NUMBA_SHMEM_HEAP_CHUNK": "2M"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert "PE 1: cuMemMap failed with CUDA_ERROR_INJECTED: by the test" in lines, lines
+    assert ("PE 0: cuMemMap failed with CUDA_ERROR_INJECTED: PE 1 could not grow the symmetric "
+            "heap: cuMemMap failed with CUDA_ERROR_INJECTED: by the test") in lines, lines
+    assert [line for line in lines if "descriptors" in line] == [
+        "PE 0: descriptors left open: 0", "PE 1: descriptors left open: 0"]
+    offsets = {line.split("offset ")[1].split(",")[0] for line in lines if "offset" in line}
+    assert len(offsets) == 1 and all("data ok" in line for line in lines if "offset" in line), lines

@@ -9,18 +9,22 @@ the calling kernel with ``context.compile_internal``; the primitives they call
 from llvmlite import ir
 from numba import cuda
 from numba.cuda import types
-from numba.cuda.extending import lower_builtin, type_callable
+from numba.cuda.extending import lower_builtin
+from numba.cuda.np.numpy_support import as_dtype
 
 from .. import _device_api as api
 from . import _ptx
-from ._intrinsics import debug_enabled, peer_address
+from ._addressing import debug_enabled, peer_address
 from ._primitives import (
-    _heap_base, _load_u64, _mark_cooperative, _peer_of, _store_u64, _team_entry,
-    _addr, _compare, _copy1, _copy4, _copy8, _copy16, _copy16x4, _load_acquire, _load_relaxed,
+    _heap_base, _load_u64, _mark_cooperative, _next_epoch, _peer_of, _publish_epoch,
+    _team_entry,
+    _addr, _compare, _copy1, _copy2, _copy4, _copy8, _copy16, _copy16x4, _load_acquire,
+    _load_relaxed,
     _nanosleep, _now, _quiet, _fence, _remote, _signal_update, _store_relaxed, _trap,
+    _left, _valid_cmp,
     array_pointer, as_pe,
 )
-from ._typing import typer_for
+from ._typing import refuse_invalid_constants, typer_for
 
 F = api.FUNCTIONS
 
@@ -30,53 +34,83 @@ F = api.FUNCTIONS
 # numba compiles these implementations with compile_internal, where a call to
 # a plain Python helper cannot be typed; shared pieces are source text instead.
 
-#: Copy ``nbytes`` from ``src`` to ``dst``; this thread takes chunks ``start,
-#: start + stride, ...``: 16-byte vectors where both addresses allow it.
-_COPY = """
-    done = 0
-    if ((dst | src) & 15) == 0 and nbytes >= 16:
-        count = nbytes >> 4
-        i = start
-        while i + 3 * stride < count:
-            _copy16x4(dst + (i << 4), src + (i << 4), stride << 4)
-            i += stride << 2
-        while i < count:
-            _copy16(dst + (i << 4), src + (i << 4))
-            i += stride
-        done = count << 4
-    elif ((dst | src) & 7) == 0:
-        count = nbytes >> 3
-        i = start
-        while i < count:
-            _copy8(dst + (i << 3), src + (i << 3))
-            i += stride
-        done = count << 3
-    elif ((dst | src) & 3) == 0:
-        count = nbytes >> 2
-        i = start
-        while i < count:
-            _copy4(dst + (i << 2), src + (i << 2))
-            i += stride
-        done = count << 2
-    j = done + start
-    while j < nbytes:
-        _copy1(dst + j, src + j)
-        j += stride
-"""
+def _strided(width, indent=1):
+    """Copy ``count`` ``width``-byte pieces from ``src + done`` to ``dst + done``;
+    this thread takes pieces ``start, start + stride, ...``."""
+    pad = "    " * indent
+    return (f"{pad}i = start\n"
+            f"{pad}while i < count:\n"
+            f"{pad}    _copy{width}(dst + done + i * {width}, src + done + i * {width})\n"
+            f"{pad}    i += stride\n")
+
+
+def _widest(what, widths, indent):
+    """Branches that run ``what(width)`` for the widest of ``widths`` that the
+    bits of ``align`` allow."""
+    pad = "    " * indent
+    lines = []
+    for k, width in enumerate(widths):
+        test = f"(align & {width - 1}) == 0" if width > 1 else None
+        keyword = "if" if k == 0 else "elif"
+        last = k == len(widths) - 1
+        lines.append(f"{pad}else:\n" if last and k else
+                     f"{pad}if True:\n" if last else f"{pad}{keyword} {test}:\n")
+        lines.append(what(width))
+    return "".join(lines)
+
+
+def _copy_source(smallest=1):
+    """Copy ``nbytes`` from ``src`` to ``dst``; this thread takes chunks ``start,
+    start + stride, ...``: 16-byte vectors (four in flight) where both addresses
+    allow it, else the widest access they allow. What is left after the vectors
+    (less than 16 bytes) goes at the widest width its addresses and length
+    allow, never narrower than ``smallest`` (the element's width, up to 8): an
+    element is never split, so a peer polling it never sees it half written."""
+    widths = tuple(w for w in (8, 4, 2, 1) if w >= smallest)
+    return (
+        "    done = 0\n"
+        "    align = dst | src\n"
+        "    if (align & 15) == 0 and nbytes >= 16:\n"
+        "        count = nbytes >> 4\n"
+        "        i = start\n"
+        "        while i + 3 * stride < count:\n"
+        "            _copy16x4(dst + (i << 4), src + (i << 4), stride << 4)\n"
+        "            i += stride << 2\n"
+        "        while i < count:\n"
+        "            _copy16(dst + (i << 4), src + (i << 4))\n"
+        "            i += stride\n"
+        "        done = count << 4\n"
+        "    if done < nbytes:\n"
+        "        align = (dst + done) | (src + done) | (nbytes - done)\n"
+        + _widest(lambda w: f"            count = (nbytes - done) // {w}\n" + _strided(w, 3),
+                  widths, 2))
+
+
+def _element_width(itemsize):
+    """The widest power of two (at most 8) that divides ``itemsize``: arrays are
+    aligned to it, and no copy of their elements is narrower."""
+    return next(w for w in (8, 4, 2, 1) if itemsize % w == 0)
+
 
 _BLOCK_RANK = ("(cuda.threadIdx.x + cuda.blockDim.x * (cuda.threadIdx.y + cuda.blockDim.y * "
                "cuda.threadIdx.z))")
 _BLOCK_SIZE = "(cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z)"
 
-#: scope -> (first chunk, stride, synchronization after, the thread that signals)
+#: The lanes of this thread's warp: all 32, or fewer in a block's last warp when
+#: the block is not a multiple of 32 threads. ``lanes`` threads share the work,
+#: this thread is lane ``cuda.laneid`` (warps are cut from the linear thread index).
+_WARP = (f"    lanes = min(32, {_BLOCK_SIZE} - ({_BLOCK_RANK} - cuda.laneid))\n"
+         "    mask = -1 if lanes == 32 else (1 << lanes) - 1\n")
+
+#: scope -> (set-up, first chunk, stride, synchronization, the thread that signals)
 _SCOPE = {
-    "": ("0", "1", "", "True"),
-    "_warp": ("cuda.laneid", "32", "    cuda.syncwarp()\n", "cuda.laneid == 0"),
-    "_block": (_BLOCK_RANK, _BLOCK_SIZE, "    cuda.syncthreads()\n", f"{_BLOCK_RANK} == 0"),
+    "": ("", "0", "1", "", "True"),
+    "_warp": (_WARP, "cuda.laneid", "lanes", "    cuda.syncwarp(mask)\n", "cuda.laneid == 0"),
+    "_block": ("", _BLOCK_RANK, _BLOCK_SIZE, "    cuda.syncthreads()\n", f"{_BLOCK_RANK} == 0"),
 }
 
 _NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy8": _copy8,
-              "_copy4": _copy4, "_copy1": _copy1,
+              "_copy4": _copy4, "_copy2": _copy2, "_copy1": _copy1, "min": min,
               "_remote": _remote, "_addr": _addr, "_signal_update": _signal_update,
               "_quiet": _quiet}
 
@@ -91,26 +125,38 @@ def _compile_source(source, namespace=None):
     return scope["impl"]
 
 
-def _make_transfer(name, scope, put, signal):
+#: In debug mode, a transfer that would run past the symmetric array (``dest``
+#: of a put, ``source`` of a get) stops the kernel; otherwise it copies
+#: ``min(dest.size, source.size)`` elements.
+_OVERRUN = """    if DEBUG and {local}.size > {remote}.size:
+        print('numba-shmem: shmem.{name}: PE', _my_pe(), 'asked to copy', {local}.size,
+              'elements but {remote} on PE', pe, 'holds', {remote}.size,
+              '; pass a {local} no larger than {remote}')
+        _trap()
+"""
+
+
+def _make_transfer(name, scope, put, signal, debug, itemsize):
     """The implementation of put/get/put_signal at one scope."""
-    start, stride, sync, leader = _SCOPE[scope]
+    setup, start, stride, sync, leader = _SCOPE[scope]
     if put:
         params = "dest, source, sig, value, sig_op, pe" if signal else "dest, source, pe"
-        ends = (f"    dst = _remote(dest, pe, {name!r})\n    src = _addr(source)\n"
-                "    nbytes = source.size * source.itemsize\n")
+        ends = f"    dst = _remote(dest, pe, {name!r})\n    src = _addr(source)\n"
+        check = _OVERRUN.format(name=name, local="source", remote="dest")
     else:
         params = "dest, source, pe"
-        ends = (f"    dst = _addr(dest)\n    src = _remote(source, pe, {name!r})\n"
-                "    nbytes = dest.size * dest.itemsize\n")
-    source = (f"def impl({params}):\n{ends}    start = {start}\n    stride = {stride}\n"
-              f"{_COPY}{sync}")
+        ends = f"    dst = _addr(dest)\n    src = _remote(source, pe, {name!r})\n"
+        check = _OVERRUN.format(name=name, local="dest", remote="source")
+    ends += "    nbytes = min(dest.size, source.size) * source.itemsize\n"
+    source = (f"def impl({params}):\n{check}{setup}{ends}    start = {start}\n"
+              f"    stride = {stride}\n{_copy_source(_element_width(itemsize))}{sync}")
     if signal:
         # the block's or warp's data is complete (synchronized above) and, on
         # the signalling thread, ordered before the signal
         ordering = "        _quiet()\n" if scope else ""
         source += (f"    if {leader}:\n{ordering}"
                    f"        _signal_update(_remote(sig, pe, {name!r}), value, sig_op)\n")
-    return _compile_source(source)
+    return _compile_source(source, {**_spin_namespace(debug, 0)})
 
 
 def _impl_p(dest, value, pe):
@@ -160,11 +206,16 @@ def _impl_quiet():
 _POLLS_BEFORE_SLEEP = 64
 _MAX_SLEEP_NS = 256
 
-#: One more poll of a spin-wait: after POLLS polls, sleep, doubling up to MAX_SLEEP.
+#: One more poll of a spin-wait: after POLLS polls, sleep, doubling up to MAX_SLEEP,
+#: and stop the kernel if this PE has left the job (it exits: nobody is coming).
 _BACKOFF = """polls += 1
 if polls > POLLS:
     _nanosleep(pause)
-    pause = min(pause * 2, MAX_SLEEP)"""
+    pause = min(pause * 2, MAX_SLEEP)
+    if _left():
+        if DEBUG:
+            print('numba-shmem: PE', _my_pe(), 'left the job while this kernel waited')
+        _trap()"""
 
 
 def _spin_namespace(debug, timeout_ns):
@@ -172,15 +223,23 @@ def _spin_namespace(debug, timeout_ns):
     from .._runtime import my_pe
 
     return {"_now": _now, "_nanosleep": _nanosleep, "_trap": _trap, "_my_pe": my_pe,
+            "_left": _left,
             "DEBUG": debug, "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP,
             "MAX_SLEEP": _MAX_SLEEP_NS, "min": min}
 
 
 def _wait_source(name, params, result):
     """A spin-wait with back-off; in debug mode, a timeout that prints what it
-    waited for and traps."""
+    waited for and traps. A cmp that is not a CMP_* code (possible only when it
+    is not a constant) stops the kernel instead of waiting for ever."""
     return (
         f"def impl({params}):\n"
+        "    if not _valid_cmp(cmp):\n"
+        "        if DEBUG:\n"
+        f"            print('numba-shmem: shmem.{name}: PE', _my_pe(), 'got cmp =', cmp,\n"
+        "                  'which is not one of shmem.CMP_EQ, CMP_NE, CMP_GT, CMP_LE, CMP_LT, "
+        "CMP_GE')\n"
+        "        _trap()\n"
         "    polls = 0\n"
         "    pause = 32\n"
         "    start = _now() if DEBUG else 0\n"
@@ -195,7 +254,7 @@ def _wait_source(name, params, result):
 
 def _make_wait(name, debug, timeout_ns):
     namespace = {**_spin_namespace(debug, timeout_ns), "_compare": _compare,
-                 "_load_acquire": _load_acquire, "_addr": _addr}
+                 "_load_acquire": _load_acquire, "_addr": _addr, "_valid_cmp": _valid_cmp}
     scalar = name in ("signal_wait_until", "wait_until")
     if scalar:
         body = ("        seen = _load_acquire(ivar, _addr(ivar))\n"
@@ -211,9 +270,12 @@ def _make_wait(name, debug, timeout_ns):
         scan = _SCAN.replace("WANT", "values[i]" if vector else "values").replace(
             "RECORD", "indices[hits] = i" if kind == "some" else "pass")
         scan = "".join("    " + line + "\n" if line else "\n" for line in scan.splitlines())
+        # with every element excluded (or none at all) there is nothing to wait
+        # for: OpenSHMEM 1.5 returns SIZE_MAX (-1 here, an int64) and 0
         done = {"all": "        if pending == 0:\n            return\n",
-                "any": "        if first >= 0:\n            return first\n",
-                "some": "        if hits > 0:\n            return hits\n"}[kind]
+                "any": "        if first >= 0:\n            return first\n"
+                       "        if pending == 0:\n            return -1\n",
+                "some": "        if hits > 0 or pending == 0:\n            return hits\n"}[kind]
         src = _wait_source(name, params, scan + done)
         src = src.replace("WHERE", "_addr(ivars)").replace("WANT", "cmp").replace("SEEN", "pending")
     return _compile_source(src, namespace)
@@ -307,6 +369,8 @@ _HOST_AND_DEVICE = {"barrier_all": "", "sync_all": "", "barrier": "team", "sync"
 
 
 def _register(name, lower):
+    from numba.cuda.typing.templates import CallableTemplate, infer, infer_global
+
     from .. import _runtime, _teams
 
     if name in F:
@@ -315,19 +379,25 @@ def _register(name, lower):
         fn = getattr(_runtime, name, None) or getattr(_teams, name)
         params = _HOST_AND_DEVICE[name]
     typer = typer_for(name, params)
+    # literal arguments first, so that a constant cmp/sig_op can be checked
+    template = type(f"{name}_CallableTemplate", (CallableTemplate,),
+                    {"key": fn, "generic": lambda self: typer, "prefer_literal": True})
+    infer(template)
+    infer_global(fn, types.Function(template))
 
-    @type_callable(fn)
-    def _type(context):
-        return typer
+    def checked(context, builder, sig, args):
+        refuse_invalid_constants(name, params, sig)
+        return lower(context, builder, sig, args)
 
-    lower_builtin(fn, types.VarArg(types.Any))(lower)
+    lower_builtin(fn, types.VarArg(types.Any))(checked)
 
 
 def _inline(impl_or_factory):
     """A lowering that compiles a Python implementation into the caller; a
     factory is called at compile time (it may read the debug setting)."""
     def lower(context, builder, sig, args):
-        impl = impl_or_factory() if getattr(impl_or_factory, "factory", False) else impl_or_factory
+        impl = impl_or_factory(sig) if getattr(impl_or_factory, "factory", False) \
+            else impl_or_factory
         return context.compile_internal(builder, impl, sig, args)
     return lower
 
@@ -337,12 +407,20 @@ def _factory(fn):
     return fn
 
 
+def _transfer_factory(name, scope, put, signal):
+    @_factory
+    def make(sig):
+        itemsize = as_dtype(sig.args[1].dtype).itemsize  # of source, the same as dest's
+        return _make_transfer(name, scope, put, signal, debug_enabled(), itemsize)
+    return make
+
+
 for _scope in ("", "_warp", "_block"):
     for _nbi in ("", "_nbi"):
         for _kind, _put, _signal in (("put", True, False), ("get", False, False),
                                      ("put_signal", True, True)):
             _name = f"{_kind}{_scope}{_nbi}"
-            _register(_name, _inline(_make_transfer(_name, _scope, _put, _signal)))
+            _register(_name, _inline(_transfer_factory(_name, _scope, _put, _signal)))
 
 for _name, _impl in (("p", _impl_p), ("g", _impl_g), ("iput", _impl_iput), ("iget", _impl_iget),
                      ("signal_op", _impl_signal_op), ("signal_fetch", _impl_signal_fetch),
@@ -370,10 +448,11 @@ _SYNC = """
             _trap()
         return
     epoch_at = base + 8 * n
-    epoch = _load_u64(epoch_at) + 1
-    _store_u64(epoch_at, epoch)
+    # atomic, and published with max: barriers on one team from two streams
+    # at once each get an epoch of their own, and no slot ever goes back
+    epoch = _next_epoch(epoch_at)
     for j in range(size):
-        _store_u64(_peer_of(base + 8 * me, _team_entry(TEAM, 2 + j), NAME), epoch)
+        _publish_epoch(_peer_of(base + 8 * me, _team_entry(TEAM, 2 + j), NAME), epoch)
     start = _now() if DEBUG else 0
     for j in range(size):
         polls = 0
@@ -391,7 +470,7 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
     """barrier_all/sync_all (team 0) at a scope, or barrier(team)/sync(team)."""
     from .._runtime import n_pes
 
-    start, _stride, sync, leader = _SCOPE[scope]
+    setup, _start, _stride, sync, leader = _SCOPE[scope]
     team = "team" if name in ("barrier", "sync") else "0"
     body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team).replace(
         "BACKOFF\n", _indent(_BACKOFF, 3))
@@ -402,18 +481,19 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
         # the leader's early return must not skip the scope's closing synchronization
         inner = body.replace("        return\n", "        pass\n")
         inner = "".join("    " + line + "\n" for line in inner.strip("\n").splitlines())
-        source = f"def impl({params}):\n{sync}    if {leader}:\n{inner}{sync}"
+        source = f"def impl({params}):\n{setup}{sync}    if {leader}:\n{inner}{sync}"
     else:
         source = f"def impl({params}):\n{body}"
     return _compile_source(source, {
         **_spin_namespace(debug, timeout_ns), "_mark_cooperative": _mark_cooperative,
         "_heap_base": _heap_base, "_n_pes": n_pes, "_load_u64": _load_u64,
-        "_store_u64": _store_u64, "_peer_of": _peer_of, "_team_entry": _team_entry})
+        "_next_epoch": _next_epoch, "_publish_epoch": _publish_epoch, "_peer_of": _peer_of,
+        "_team_entry": _team_entry})
 
 
 def _barrier_factory(name, scope, complete):
     @_factory
-    def make():
+    def make(sig):
         debug, timeout_ns = _debug_timeout()
         return _make_barrier(name, scope, complete, debug, timeout_ns)
     return make
@@ -429,7 +509,7 @@ def _debug_timeout():
 
 def _wait_factory(name):
     @_factory
-    def make():
+    def make(sig):
         return _make_wait(name, *_debug_timeout())
     return make
 
@@ -460,7 +540,7 @@ def _make_collective(name):
     kind = name[:-len("_block")]
     head = (f"    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
             f"    start = {_BLOCK_RANK}\n    stride = {_BLOCK_SIZE}\n")
-    copy = _indent(_COPY.strip("\n"), 1)  # inside the loop over members
+    copy = _indent(_copy_source().strip("\n"), 1)  # inside the loop over members
     if kind == "broadcast":
         params = "team, dest, source, nelems, root"
         body = ("    if me == root:\n"

@@ -28,22 +28,23 @@ def device_location(device_id):
 
 def wait_idle(timeout=None):
     """Wait until the GPU has finished this process's work, at most ``timeout``
-    seconds (None: as long as it takes). Returns False if it has not, or if the
-    context has failed (a kernel trapped). An event on the legacy default
-    stream completes after the work of every blocking stream."""
+    seconds (None: as long as it takes). Returns "idle", "busy" (still running
+    at the time-out) or "failed" (the context has failed: a kernel trapped). An
+    event on the legacy default stream completes after the work of every
+    blocking stream."""
     from numba import cuda
 
     try:
         if timeout is None:
             cuda.synchronize()
-            return True
+            return "idle"
         event = cuda.event(timing=False)
         event.record(stream=cuda.legacy_default_stream())
         deadline = time.monotonic() + timeout
         while not event.query():
             if time.monotonic() > deadline:
-                return False
+                return "busy"
             time.sleep(0.005)
-        return True
+        return "idle"
     except CudaAPIError:
-        return False
+        return "failed"

@@ -7,7 +7,7 @@ from numba.cuda.extending import intrinsic
 
 from .. import _device_api as api
 from . import _ptx
-from ._intrinsics import peer_address
+from ._addressing import debug_enabled, fail, peer_address
 
 _i64 = ir.IntType(64)
 _void = ir.VoidType()
@@ -86,6 +86,7 @@ def _scalar_copy(width):
 
 _copy8 = _scalar_copy(8)
 _copy4 = _scalar_copy(4)
+_copy2 = _scalar_copy(2)
 _copy1 = _scalar_copy(1)
 
 
@@ -100,19 +101,46 @@ def _load_acquire(typingctx, like, address):
 
 @intrinsic
 def _signal_update(typingctx, address, value, sig_op):
-    """SIGNAL_SET: st.release.sys; SIGNAL_ADD: red.release.sys.add."""
+    """SIGNAL_SET: st.release.sys; SIGNAL_ADD: red.release.sys.add; any other
+    sig_op (only possible when it is not a constant) stops the kernel."""
     def codegen(context, builder, sig, args):
         value = context.cast(builder, args[1], sig.args[1], types.uint64)
-        is_set = builder.icmp_unsigned("==", context.cast(builder, args[2], sig.args[2], types.int64),
-                                       ir.Constant(_i64, api.SIGNAL_SET))
+        op = context.cast(builder, args[2], sig.args[2], types.int64)
+        is_set = builder.icmp_unsigned("==", op, ir.Constant(_i64, api.SIGNAL_SET))
+        is_add = builder.icmp_unsigned("==", op, ir.Constant(_i64, api.SIGNAL_ADD))
         with builder.if_else(is_set) as (then, otherwise):
             with then:
                 _ptx.store(builder, args[0], value, "release")
             with otherwise:
-                _ptx.asm(builder, _void, "red.release.sys.add.u64 [$0], $1;", "l,l",
-                         [args[0], value])
+                with builder.if_else(is_add, likely=True) as (add, neither):
+                    with add:
+                        _ptx.asm(builder, _void, "red.release.sys.add.u64 [$0], $1;", "l,l",
+                                 [args[0], value])
+                    with neither:
+                        _refuse(context, builder, "numba-shmem: a signal got sig_op=%ld, which "
+                                "is not shmem.SIGNAL_SET or shmem.SIGNAL_ADD", [op])
         return context.get_dummy_value()
     return types.void(address, value, sig_op), codegen
+
+
+def _refuse(context, builder, message, values):
+    """Stop the kernel: with the message in debug mode, silently otherwise."""
+    if debug_enabled():
+        fail(context, builder, message, values)
+    else:
+        _ptx.trap(builder)
+
+
+@intrinsic
+def _valid_cmp(typingctx, cmp):
+    """Whether ``cmp`` is one of the CMP_* codes."""
+    def codegen(context, builder, sig, args):
+        code = context.cast(builder, args[0], sig.args[0], types.int64)
+        codes = [getattr(api, n) for n in ("CMP_EQ", "CMP_NE", "CMP_GT", "CMP_LE", "CMP_LT",
+                                           "CMP_GE")]
+        assert sorted(codes) == list(range(len(codes)))
+        return builder.icmp_unsigned("<", code, ir.Constant(_i64, len(codes)))
+    return types.boolean(cmp), codegen
 
 
 @intrinsic
@@ -223,13 +251,37 @@ def _load_u64(typingctx, address):
 
 
 @intrinsic
-def _store_u64(typingctx, address, value):
-    """st.release.sys of a uint64."""
+def _next_epoch(typingctx, address):
+    """Add 1 to this PE's barrier epoch at ``address`` (atom.add at GPU scope:
+    only this PE's kernels touch it) and return the new value."""
     def codegen(context, builder, sig, args):
-        _ptx.store(builder, args[0], context.cast(builder, args[1], sig.args[1], types.uint64),
-                   "release")
+        old = _ptx.asm(builder, _i64, "atom.relaxed.gpu.add.u64 $0, [$1], 1;", "=l,l",
+                       [args[0]])
+        return builder.add(old, _i64(1))
+    return types.uint64(address), codegen
+
+
+@intrinsic
+def _publish_epoch(typingctx, address, value):
+    """red.release.sys.max.u64: raise a barrier slot to ``value``, never lower it."""
+    def codegen(context, builder, sig, args):
+        value = context.cast(builder, args[1], sig.args[1], types.uint64)
+        _ptx.asm(builder, _void, "red.release.sys.max.u64 [$0], $1;", "l,l", [args[0], value])
         return context.get_dummy_value()
     return types.void(address, value), codegen
+
+
+@intrinsic
+def _left(typingctx):
+    """Whether this PE has left the job (its host is exiting): a word of mapped
+    host memory that the host sets and waits read at system scope."""
+    def codegen(context, builder, sig, args):
+        from ._state import load_field
+
+        word = _ptx.load(builder, load_field(context, builder, "leaving"), ir.IntType(32),
+                         "relaxed")
+        return builder.icmp_unsigned("!=", word, ir.Constant(ir.IntType(32), 0))
+    return types.boolean(), codegen
 
 
 @intrinsic
@@ -245,13 +297,18 @@ def _mark_cooperative(typingctx):
 @intrinsic
 def _team_entry(typingctx, team, k):
     """Entry ``k`` of ``team``'s row of the team table: 0 size, 1 this PE's
-    index (-1: not a member), 2 + j the world number of member j."""
+    index (-1: not a member), 2 + j the world number of member j. A handle
+    outside the table (TEAM_INVALID among them) reads as -1, never past it."""
     def codegen(context, builder, sig, args):
+        from .._teams import MAX_TEAMS
         from ._state import load_field, load_table_entry
 
         npes = builder.sext(load_field(context, builder, "n_pes"), _i64)
         team = context.cast(builder, args[0], sig.args[0], types.int64)
         entry = context.cast(builder, args[1], sig.args[1], types.int64)
-        index = builder.add(builder.mul(team, builder.add(npes, _i64(2))), entry)
-        return load_table_entry(context, builder, "teams", index, ir.IntType(32))
+        valid = builder.icmp_unsigned("<", team, _i64(MAX_TEAMS))  # also team < 0
+        row = builder.select(valid, team, _i64(0))
+        index = builder.add(builder.mul(row, builder.add(npes, _i64(2))), entry)
+        value = load_table_entry(context, builder, "teams", index, ir.IntType(32))
+        return builder.select(valid, value, ir.Constant(ir.IntType(32), -1))
     return types.int32(team, k), codegen

@@ -28,7 +28,9 @@ STATE_DTYPE = np.dtype([
     ("debug", np.int32),
     ("_pad", np.int32),
     ("teams", np.uint64),        # device pointer to int32[MAX_TEAMS, n_pes + 2]
-    ("_reserved", np.uint64, 2),
+    ("leaving", np.uint64),      # device pointer to an int32 of mapped host memory: 1 once
+                                 # this PE is leaving the job (waits then stop the kernel)
+    ("_reserved", np.uint64),
 ])
 assert STATE_DTYPE.itemsize == 64
 

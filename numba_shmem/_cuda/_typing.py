@@ -3,6 +3,7 @@ and each function's return type."""
 
 from numba.cuda import types
 from numba.cuda.core.errors import TypingError
+from numba.cuda.typing.templates import Signature
 
 from .. import _device_api as api
 
@@ -27,11 +28,47 @@ def _require_int(name, arg, what):
         _fail(name, f"{what} must be an integer, got {arg}")
 
 
+#: constant arguments whose value must be one of these (checked when the value is
+#: a compile-time constant; see ``invalid_literal``)
+_CONSTANTS = {
+    "cmp": ({api.CMP_EQ, api.CMP_NE, api.CMP_GT, api.CMP_LE, api.CMP_LT, api.CMP_GE},
+            "one of shmem.CMP_EQ, CMP_NE, CMP_GT, CMP_LE, CMP_LT, CMP_GE"),
+    "sig_op": ({api.SIGNAL_SET, api.SIGNAL_ADD}, "shmem.SIGNAL_SET or shmem.SIGNAL_ADD"),
+}
+
+
+def _signature(name, names, args):
+    """The signature numba is to lower: the return type from ``_check``, the
+    arguments as plain types, except a constant ``cmp``/``sig_op`` whose value
+    is invalid, which stays a literal so that the lowering refuses it (numba
+    tries the literal arguments first, and would fall back to the plain ones if
+    the typer refused them here)."""
+    result = _check(name, names, [types.unliteral(a) for a in args])
+    kept = [a if _invalid_constant(n, a) else types.unliteral(a) for n, a in zip(names, args)]
+    # (numba-cuda's signature() builds numba-core's Signature, which its
+    # CallableTemplate does not take for one)
+    return Signature(result, tuple(kept), recvr=None)
+
+
+def _invalid_constant(name, arg):
+    valid = _CONSTANTS.get(name, (None,))[0]
+    return (valid is not None and isinstance(arg, types.IntegerLiteral)
+            and arg.literal_value not in valid)
+
+
+def refuse_invalid_constants(name, params, sig):
+    """Called by a lowering: a TypingError for a constant cmp/sig_op that is not
+    one of the API's constants."""
+    for param, arg in zip(params.split(), sig.args):
+        if _invalid_constant(param, arg):
+            _fail(name, f"{param}={arg.literal_value} is not {_CONSTANTS[param][1]}")
+
+
 def typer_for(name, params):
     """numba folds arguments by the typer's own signature, so it gets the
     function's parameter names."""
     names = params.split()
-    namespace = {"check": lambda *args: _check(name, names, args)}
+    namespace = {"check": lambda *args: _signature(name, names, args)}
     exec(f"def typer({', '.join(names)}):\n    return check({', '.join(names)})\n",  # noqa: S102
          namespace)
     return namespace["typer"]
@@ -50,6 +87,14 @@ def _check(name, names, args):
                 "src_pe", "dest_team", "root"):
         if key in bound:
             _require_int(name, bound[key], key)
+    for key in ("dest", "source", "ivar", "ivars", "values"):
+        if key in bound and name not in api.ATOMICS and not name.startswith(("put", "get")) \
+                and name not in api.COLLECTIVES:
+            dtype = bound[key].dtype
+            if not isinstance(dtype, (types.Integer, types.Float)) or \
+                    isinstance(dtype, types.Boolean):
+                _fail(name, f"{key} has dtype {dtype}; {name} works on integer and float "
+                            "arrays (not bool, complex or records)")
     if "sig" in bound and bound["sig"].dtype != types.uint64:
         _fail(name, f"sig must be a uint64 array, got {bound['sig'].dtype}")
     if "dest" in bound and "source" in bound and bound["dest"].dtype != bound["source"].dtype:

@@ -180,7 +180,7 @@ class HeapPointer(numba_driver.MemoryPointer):
     @property
     def device_ctypes_pointer(self):
         self._lifetime.check()
-        return self.device_pointer
+        return numba_driver.MemoryPointer.device_ctypes_pointer.fget(self)
 
     def view(self, start, stop=None):
         self._lifetime.check()

@@ -105,15 +105,28 @@ def _contiguous(arr, name, what):
     return arr.reshape(-1, order="A")
 
 
+def _copy(into, out_of, pe, name, local, remote):
+    """``min(into.size, out_of.size)`` elements; in debug mode, an error where
+    the local array is larger than the symmetric one it would run past."""
+    runtime = require(name)
+    sizes = {"dest": into.size, "source": out_of.size}
+    if runtime.config.debug and sizes[local] > sizes[remote]:
+        raise ShmemUsageError(
+            f"shmem.{name}: PE {runtime.bootstrap.rank} asked to copy {sizes[local]} elements "
+            f"but {remote} on PE {pe} holds {sizes[remote]}; pass a {local} no larger than "
+            f"{remote}")
+    count = min(into.size, out_of.size)
+    into[:count] = out_of[:count]
+
+
 def _put(dest, source, pe, name):
-    remote = _contiguous(_remote(dest, pe, name), name, "dest")
-    src = _contiguous(host_array(source), name, "source")
-    remote[:src.size] = src
+    _copy(_contiguous(_remote(dest, pe, name), name, "dest"),
+          _contiguous(host_array(source), name, "source"), pe, name, "source", "dest")
 
 
 def _get(dest, source, pe, name):
-    dst = _contiguous(host_array(dest), name, "dest")
-    dst[:] = _contiguous(_remote(source, pe, name), name, "source")[:dst.size]
+    _copy(_contiguous(host_array(dest), name, "dest"),
+          _contiguous(_remote(source, pe, name), name, "source"), pe, name, "dest", "source")
 
 
 def iput(dest, source, dst_stride, src_stride, nelems, pe):
@@ -337,15 +350,17 @@ def _wait_all(name, ivars, status, cmp, values):
 
 def _wait_any(name, ivars, status, cmp, values):
     def ready():
-        _local, _mask, hits = _matches(name, ivars, status, cmp, values)
+        _local, mask, hits = _matches(name, ivars, status, cmp, values)
+        if not mask.any():
+            return -1  # nothing to wait for: OpenSHMEM's SIZE_MAX, as an int64
         return hits[0] if hits else None
     return _wait(name, ready, _describe_many(name, ivars, status, cmp, values))
 
 
 def _wait_some(name, ivars, indices, status, cmp, values):
     def ready():
-        _local, _mask, hits = _matches(name, ivars, status, cmp, values)
-        return hits or None
+        _local, mask, hits = _matches(name, ivars, status, cmp, values)
+        return hits if hits or not mask.any() else None
     hits = _wait(name, ready, _describe_many(name, ivars, status, cmp, values))
     host_array(indices).reshape(-1)[:len(hits)] = hits
     return len(hits)

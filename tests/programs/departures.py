@@ -10,6 +10,7 @@ timeout    PE 0 waits in barrier_all for PE 1, which sleeps past the wait time-o
 child      PE 1 starts a child process that calls init() once PE 1 has finalized.
 plant      PE 0 plants entries under the job's /dev/shm prefix; the job ends well.
 exception  PE 1 raises while its kernel waits for a signal that never comes.
+spin       every PE's kernel polls its heap until the job is interrupted.
 """
 
 import os
@@ -153,6 +154,21 @@ def exception():
         wait_forever[1, 1](sig)  # nobody will signal
         raise ValueError("a host error while the kernel waits")
     shmem.barrier_all()
+
+
+@cuda.jit
+def poll(flag, out):
+    i = cuda.grid(1)
+    while flag[0] == 0:
+        out[i] += flag[0] + 1
+
+
+def spin():
+    flag = shmem.zeros(1, np.int64)
+    out = shmem.zeros(64, np.int64)
+    shmem.barrier_all()
+    say(f"PE {shmem.my_pe()} spinning")
+    poll[2, 32](flag, out)
 
 
 if __name__ == "__main__":

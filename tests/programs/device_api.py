@@ -184,7 +184,7 @@ def check_atomics(me, n, threads=64, rounds=3):
 
 
 @cuda.jit
-def waits(flags, status, indices, values, out):
+def waits(flags, status, excluded, indices, values, out):
     me = shmem.my_pe()
     npes = shmem.n_pes()
     if cuda.threadIdx.x == 0:
@@ -199,6 +199,15 @@ def waits(flags, status, indices, values, out):
         shmem.wait_until_all_vector(flags, status, shmem.CMP_EQ, values)
         out[5] = shmem.test(flags, shmem.CMP_EQ, 1)
         shmem.wait_until(flags[npes - 1:npes], shmem.CMP_EQ, npes)
+        # nothing to wait for (every element excluded, or none): at once, with
+        # OpenSHMEM's answers (SIZE_MAX, as -1; 0)
+        out[6] = shmem.wait_until_any(flags, excluded, shmem.CMP_EQ, 99)
+        out[7] = shmem.wait_until_some(flags, indices, excluded, shmem.CMP_EQ, 99)
+        out[8] = shmem.wait_until_any_vector(flags, excluded, shmem.CMP_EQ, values)
+        out[9] = shmem.wait_until_some_vector(flags, indices, excluded, shmem.CMP_EQ, values)
+        shmem.wait_until_all(flags, excluded, shmem.CMP_EQ, 99)
+        out[10] = shmem.wait_until_any(flags[:0], excluded[:0], shmem.CMP_EQ, 99)
+        out[11] = shmem.wait_until_some(flags[:0], indices, excluded[:0], shmem.CMP_EQ, 99)
 
 
 def check_waits(me, n):
@@ -206,13 +215,15 @@ def check_waits(me, n):
     status = cuda.to_device(np.zeros(n, np.int32))
     indices = cuda.to_device(np.zeros(n, np.int64))
     values = cuda.to_device(np.arange(1, n + 1, dtype=np.int64))
-    out = cuda.to_device(np.zeros(6, np.int64))
+    excluded = cuda.to_device(np.ones(n, np.int32))
+    out = cuda.to_device(np.full(12, 7, np.int64))
     shmem.barrier_all()
-    waits[1, 1](flags, status, indices, values, out)
+    waits[1, 1](flags, status, excluded, indices, values, out)
     shmem.barrier_all()
     o = out.copy_to_host()
     assert o[0] == 1 and o[1] == n - 1 and o[2] == n - 1 and o[3] == -1, o
     assert o[4] == n - 1 and o[5] == 1, o
+    assert o[6:].tolist() == [-1, 0, -1, 0, -1, 0], o
 
 
 CHECKS = {"rma": check_rma, "signal": check_signal, "atomics": check_atomics, "waits": check_waits}

@@ -49,6 +49,16 @@ def float_and_reduce_kernel(dest, source):
 
 
 @cuda.jit
+def put_overrun_kernel(dest, source):
+    shmem.put_block(dest, source, 0)
+
+
+@cuda.jit
+def get_overrun_kernel(dest, source):
+    shmem.get(dest, source, 0)
+
+
+@cuda.jit
 def wait_all_kernel(ivars, status):
     shmem.wait_until_all(ivars, status, shmem.CMP_EQ, 1)
 
@@ -84,6 +94,14 @@ def main():
         elif scenario == "float_and_reduce":
             arr = shmem.zeros(8, np.float64)
             float_and_reduce_kernel[1, 32](arr, arr)
+        elif scenario == "put_overrun":
+            arr = shmem.zeros(64, np.float64)
+            put_overrun_kernel[1, 32](arr[:16], cuda.to_device(np.ones(20)))
+            cuda.synchronize()
+        elif scenario == "get_overrun":
+            arr = shmem.zeros(64, np.float64)
+            get_overrun_kernel[1, 1](cuda.to_device(np.ones(20)), arr[:16])
+            cuda.synchronize()
         elif scenario == "wait_all_timeout":
             ivars = shmem.zeros(2, np.int64)
             ivars.copy_to_device(np.array([1, 0], np.int64))

@@ -55,6 +55,34 @@ def main():
             print(name, "size_mismatch", "no error")
         except Exception as exc:  # noqa: BLE001
             print(name, "size_mismatch", type(exc).__name__, exc)
+    # the local side of a transfer: not an array, another dtype, a strided
+    # device array; a strided part of a symmetric array
+    strided_device = cuda.device_array(8 * npes, np.int64)[::2]
+    for name, bad, call in (
+            ("put", "list", lambda: shmem.put(good, [1, 2], 0)),
+            ("put", "scalar", lambda: shmem.put(good, 3, 0)),
+            ("get", "none", lambda: shmem.get(None, good, 0)),
+            ("put", "dtype", lambda: shmem.put(good, np.ones(4, np.float64), 0)),
+            ("get", "dtype", lambda: shmem.get(np.ones(4, np.int32), good, 0)),
+            ("put", "strided_device", lambda: shmem.put(good, strided_device, 0)),
+            ("get", "strided_symmetric", lambda: shmem.get(np.ones(2, np.int64), good[::2], 0)),
+            ("fcollect", "strided_symmetric",
+             lambda: shmem.fcollect(shmem.TEAM_WORLD, good[::2], other, 1)),
+            ("broadcast", "none", lambda: shmem.broadcast(shmem.TEAM_WORLD, good, None, 1, 0))):
+        try:
+            call()
+            print(name, bad, "no error")
+        except Exception as exc:  # noqa: BLE001
+            print(name, bad, type(exc).__name__, exc)
+    # strided numpy arrays are filled and read as they are
+    shmem.put(good, np.arange(8 * npes, dtype=np.int64)[::2] + 100 * me, me)
+    shmem.barrier_all()
+    columns = np.zeros((4 * npes, 3), np.int64)
+    shmem.get(columns[:, 1], good, me)
+    assert columns[:, 1].tolist() == [2 * i + 100 * me for i in range(4 * npes)], columns
+    assert not columns[:, 0].any() and not columns[:, 2].any()
+    shmem.barrier_all()
+    print("strided", "numpy", "filled")
     # the job goes on
     shmem.put(good, np.full(4 * npes, me + 1, np.int64), (me + 1) % npes)
     shmem.barrier_all()

@@ -61,7 +61,52 @@ def strided_put(dest, source):
     shmem.put(dest[::2], source[::2], 1)
 
 
+def put_int64(dest, source):
+    shmem.put(dest, source, 1)
+
+
+def put_int16(dest, source):
+    shmem.put(dest, source, 1)
+
+
+def put_warp(dest, source):
+    shmem.put_warp(dest, source, 1)
+
+
+def bad_cmp_literal(ivar):
+    shmem.wait_until(ivar, 42, 1)
+
+
+def bad_sig_op_literal(sig):
+    shmem.signal_op(sig, 1, 7, 1)
+
+
+def p_bool(dest):
+    shmem.p(dest, True, 1)
+
+
+def g_complex(source, out):
+    out[0] = shmem.g(source, 1)
+
+
+def wait_bool(ivar):
+    shmem.wait_until(ivar, shmem.CMP_EQ, True)
+
+
+def wait_any_kernel(ivars, status, out):
+    out[0] = shmem.wait_until_any(ivars, status, shmem.CMP_EQ, 1)
+
+
 KERNELS = {
+    "put_int64": (put_int64, (i64, i64)),
+    "put_int16": (put_int16, (types.int16[::1], types.int16[::1])),
+    "put_warp": (put_warp, (f64, f64)),
+    "bad_cmp_literal": (bad_cmp_literal, (i64,)),
+    "bad_sig_op_literal": (bad_sig_op_literal, (u64,)),
+    "p_bool": (p_bool, (types.boolean[::1],)),
+    "g_complex": (g_complex, (types.complex128[::1], types.complex128[::1])),
+    "wait_bool": (wait_bool, (types.boolean[::1],)),
+    "wait_any": (wait_any_kernel, (i64, types.int32[::1], u64)),
     "wait_signal": (wait_signal, (u64, u64)),
     "put_signal_set": (put_signal_set, (f64, f64, u64)),
     "put_signal_add_block": (put_signal_add_block, (f64, f64, u64)),

@@ -51,6 +51,14 @@ def main():
     assert (evens == shmem.TEAM_INVALID) == (me % 2 == 1) and mine != shmem.TEAM_INVALID
     rows, columns = shmem.team_split_2d(shmem.TEAM_WORLD, 2)
     out = cuda.to_device(np.zeros(3, np.int32))
+    # TEAM_INVALID (and a handle past the table) answer -1, on the host and in kernels
+    invalid = shmem.TEAM_INVALID
+    assert [shmem.team_my_pe(invalid), shmem.team_n_pes(invalid),
+            shmem.team_translate_pe(invalid, 0, shmem.TEAM_WORLD),
+            shmem.team_translate_pe(shmem.TEAM_WORLD, 0, invalid)] == [-1] * 4
+    for handle in (invalid, 1000, -7):
+        query[1, 32](out, handle)
+        assert out.copy_to_host().tolist() == [-1, -1, -1], (handle, out.copy_to_host())
     if me % 2 == 0:
         assert evens != shmem.TEAM_INVALID
         assert shmem.team_my_pe(evens) == me // 2 and shmem.team_n_pes(evens) == (n + 1) // 2
@@ -74,7 +82,7 @@ def main():
         cuda.synchronize()
     shmem.barrier(mine)
     shmem.team_destroy(mine)
-    expect("shmem.team_n_pes: team=", shmem.team_n_pes, mine)
+    assert shmem.team_n_pes(mine) == -1 and shmem.team_my_pe(mine) == -1  # destroyed
     # the freed handle, given to a team of everyone, starts afresh on every PE
     # (a member's stale count there would make the barrier hang or let PEs through)
     everyone = shmem.team_split_strided(shmem.TEAM_WORLD, 0, 1, n)
