@@ -203,6 +203,10 @@ def _strings(ptx):
                             r"0\.\.0"),
     ("atomic_off_heap", r"numba-shmem: shmem\.atomic_add: PE 0 passed address 0x[0-9a-f]+, "
                         r"which is not on the symmetric heap"),
+    ("runtime_cmp", r"numba-shmem: shmem\.wait_until: PE 0 got cmp = 42 which is not one of "
+                    r"shmem\.CMP_EQ"),
+    ("runtime_sig_op", r"numba-shmem: a signal got sig_op=7, which is not shmem\.SIGNAL_SET or "
+                       r"shmem\.SIGNAL_ADD"),
     ("put_overrun", r"numba-shmem: shmem\.put_block: PE 0 asked to copy 20 elements but dest on "
                     r"PE 0 holds 16 ; pass a source no larger than dest"),
     ("get_overrun", r"numba-shmem: shmem\.get: PE 0 asked to copy 20 elements but source on "
@@ -239,6 +243,17 @@ def test_warp_and_block_transfers_move_every_element(npes):
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(result.stdout.splitlines()) == sorted(
         f"PE {pe}: {check} ok" for pe in range(npes) for check in ("scopes", "overrun"))
+
+
+@needs_gpu
+@pytest.mark.parametrize("scenario", ["runtime_cmp", "runtime_sig_op"])
+def test_a_bad_cmp_or_sig_op_at_run_time_stops_the_kernel(scenario):
+    """Without debug mode too: before, a wait with cmp=42 never ended and a
+    signal with sig_op=7 silently added."""
+    result = shmem_run(1, "device_errors.py", scenario, timeout=120,
+                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "0"})
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "NO ERROR" not in output, output
 
 
 @needs_gpu

@@ -1,10 +1,11 @@
 """The runtime through the real launcher: ring, symmetry, zero-copy, errors."""
 
 import re
+import sys
 
 import pytest
 
-from conftest import BACKEND, GPUS, ROOT, needs_gpu, python, shm_entries, shmem_run
+from conftest import BACKEND, GPUS, ROOT, needs_gpu, python, run_hard, shm_entries, shmem_run
 from numba_shmem._heap._symmetric import sync_bytes
 
 FIRST = sync_bytes(1)  # where the first allocation of a 1-PE job starts
@@ -198,3 +199,20 @@ def test_a_heap_growth_that_fails_on_one_pe_fails_on_every_pe():
         "PE 0: descriptors left open: 0", "PE 1: descriptors left open: 0"]
     offsets = {line.split("offset ")[1].split(",")[0] for line in lines if "offset" in line}
     assert len(offsets) == 1 and all("data ok" in line for line in lines if "offset" in line), lines
+
+
+def test_the_readmes_first_example_runs_as_a_plain_script(tmp_path):
+    """Before: it imported numba.cuda first, so without a GPU numba_shmem could
+    no longer pick the simulator and init() refused."""
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    result = run_hard([sys.executable, str(script)], 120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "0 [0]"
+
+
+def test_the_readme_names_no_path_outside_the_repository():
+    readme = (ROOT / "README.md").read_text()
+    assert "../" not in readme and "shared/" not in readme

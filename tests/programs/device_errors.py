@@ -49,6 +49,16 @@ def float_and_reduce_kernel(dest, source):
 
 
 @cuda.jit
+def runtime_cmp_kernel(ivar, cmp):
+    shmem.wait_until(ivar, cmp, 1)
+
+
+@cuda.jit
+def runtime_sig_op_kernel(sig, sig_op):
+    shmem.signal_op(sig, 1, sig_op, 0)
+
+
+@cuda.jit
 def put_overrun_kernel(dest, source):
     shmem.put_block(dest, source, 0)
 
@@ -94,6 +104,12 @@ def main():
         elif scenario == "float_and_reduce":
             arr = shmem.zeros(8, np.float64)
             float_and_reduce_kernel[1, 32](arr, arr)
+        elif scenario == "runtime_cmp":
+            runtime_cmp_kernel[1, 1](shmem.zeros(1, np.int64), 42)
+            cuda.synchronize()
+        elif scenario == "runtime_sig_op":
+            runtime_sig_op_kernel[1, 1](shmem.zeros(1, np.uint64), 7)
+            cuda.synchronize()
         elif scenario == "put_overrun":
             arr = shmem.zeros(64, np.float64)
             put_overrun_kernel[1, 32](arr[:16], cuda.to_device(np.ones(20)))
