@@ -37,6 +37,10 @@ globals().update(_HOST_COLLECTIVES)
 
 if not _select.numba_is_simulator():
     from ._cuda import _intrinsics  # noqa: E402,F401  (registers the device side)
+else:
+    from ._sim import _shared_arrays  # noqa: E402
+
+    _shared_arrays.install()
 
 __version__ = "0.1.0"
 
