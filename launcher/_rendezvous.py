@@ -25,7 +25,7 @@ _HELLO_S = 10.0
 _WATCH_S = 0.25
 #: the collective a PE that left after finalize() or a clean exit need not join
 _FINALIZE = "shmem.finalize"
-_CLEAN = ("called shmem.finalize()", "exited")
+_CLEAN = (_wire.FINALIZED, _wire.EXITED)
 
 
 def _pes(pes):
@@ -115,7 +115,7 @@ class RendezvousServer:
             while True:
                 meta, payload, fds = _wire.recv(conn)
                 if meta.get("op") == "bye":
-                    self._depart(pe, str(meta.get("why") or "called shmem.finalize()"))
+                    self._depart(pe, str(meta.get("why") or _wire.FINALIZED))
                     conn.close()
                     return
                 self._deposit(pe, meta, payload, fds)

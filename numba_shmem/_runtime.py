@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from . import _bootstrap, _config
+from ._bootstrap import _wire
 from ._errors import ShmemUsageError
 from ._heap._symmetric import SymmetricHeap
 from ._resources import UndoStack
@@ -196,7 +197,7 @@ def finalize():
     runtime = require("finalize")
     runtime.synchronize()
     runtime.bootstrap.barrier("shmem.finalize")
-    _teardown("called shmem.finalize()")
+    _teardown(_wire.FINALIZED)
 
 
 def _teardown(why, gpu_wait=None):
@@ -223,7 +224,7 @@ def _finalize_at_exit():
     """A PE that exits without finalize(): leave at once, so that PEs waiting for
     it fail now, and never wait long for a kernel that may wait for them."""
     if _current is not None:
-        why = f"exited (uncaught {_uncaught[-1]})" if _uncaught else "exited"
+        why = f"{_wire.EXITED} (uncaught {_uncaught[-1]})" if _uncaught else _wire.EXITED
         runtime = _current
         _teardown(why, gpu_wait=EXIT_GPU_WAIT_S)
         if runtime.gpu == "busy":

@@ -4,6 +4,7 @@ import threading
 import time
 
 from .._errors import ShmemBootstrapError, ShmemTimeoutError
+from . import _wire
 
 
 class Bootstrap:
@@ -58,7 +59,7 @@ class Bootstrap:
     def _exchange_fds(self, fds, what):
         raise NotImplementedError
 
-    def close(self, why="called shmem.finalize()"):
+    def close(self, why=_wire.FINALIZED):
         """Leave the job (``why`` says how, for the other PEs' errors) and
         release the bootstrap's sockets and communicators. Runs once."""
         if not getattr(self, "_left", False):

@@ -13,6 +13,10 @@ import struct
 _HEADER = struct.Struct("!II")
 #: The most descriptors one message may carry.
 MAX_FDS = 1024
+#: What a PE's bye says it did: the two ways of leaving that the others'
+#: finalize() need not wait for (other reasons are free text).
+FINALIZED = "called shmem.finalize()"
+EXITED = "exited"
 
 
 class ConnectionClosed(EOFError):
