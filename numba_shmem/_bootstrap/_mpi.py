@@ -17,7 +17,7 @@ import socket
 import tempfile
 import time
 
-from .._errors import ShmemBootstrapError, ShmemUsageError
+from .._errors import ShmemUsageError
 from . import _wire
 from ._base import Bootstrap
 
