@@ -17,10 +17,11 @@ def _between_events(run):
 
 def timed(launch, reps):
     """Seconds per repetition of a kernel that repeats its work ``reps`` times
-    in one launch (after a warm-up launch that also compiles it)."""
-    launch(1)
-    cuda.synchronize()
-    return _between_events(lambda: launch(reps)) / reps
+    in one launch (after a warm-up launch that also compiles it), as the GPU
+    runs it: the launch is queued behind a kernel that holds the stream, so
+    that the host's time to launch (tens of microseconds through numba, against
+    a few for a C++ launch) does not count as the kernel's."""
+    return gpu_time(lambda: launch(reps), 1, warm_up=lambda: launch(1)) / reps
 
 
 def timed_calls(call, reps):
@@ -45,15 +46,15 @@ def _hold(flag, limit_ns, timed_out):
             return
 
 
-def gpu_time(call, reps, release_together=None, limit_s=20.0):
+def gpu_time(call, reps, release_together=None, limit_s=20.0, warm_up=None):
     """Seconds per call of a host-side operation as the GPU executes it: the
     ``reps`` calls are queued behind a kernel that holds the stream until all of
     them are queued, so that the host's time between calls does not count (a
     call must not wait for the GPU: if one does, the hold gives up after
     ``limit_s`` and this raises). ``release_together`` (e.g. ``shmem.sync_all``)
     runs between queueing and release, so that the PEs of a collective start
-    together. A warm-up call comes first."""
-    call()
+    together. A warm-up call (``warm_up``, else ``call``) comes first."""
+    (warm_up or call)()
     cuda.synchronize()
     flag = cuda.mapped_array(1, np.int32)
     timed_out = cuda.mapped_array(1, np.int32)

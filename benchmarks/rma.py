@@ -30,28 +30,38 @@ def main():
     where = "sharing one GPU (MPS)" if gpus[0] == gpus[1] else \
         "one GPU each"
     print(f"RMA between 2 PEs on {r['device']}, {where}; PE 0 puts into PE 1")
-    print("GB/s of bytes delivered; each kernel repeats its copy `reps` times in one launch. "
+    print("GB/s of bytes delivered; each kernel repeats its copy `reps` times in one launch, "
+          "timed on the GPU (the launch is queued behind a held stream, so the host's launch "
+          "time does not count). "
           "put: put_block into PE 1; nbi: put_block_nbi + quiet; self: put_block into PE 0's "
           "own heap; local: the same kernel shape copying into cudaMalloc memory; local-heap: "
           "into PE 0's heap; DtoD: cuMemcpyDtoD (copy engine; 20 calls queued behind a held "
           "stream, the GPU's time) into local memory; DtoD-peer: cuMemcpyDtoD into PE 1's "
-          "heap, where put_block writes.")
+          "heap, where put_block writes; nvrtc: a CUDA C copy kernel of the same grid (16-byte "
+          "vectors, compiled by NVRTC through CuPy) into PE 1's heap, the best copy loop we "
+          "could write.")
     columns = (("put", "put_block_s"), ("nbi", "put_block_nbi_s"), ("self", "put_block_self_s"),
                ("local", "local_kernel_s"), ("local-heap", "local_kernel_heap_s"),
                ("DtoD", "memcpy_dtod_s"), ("DtoD-peer", "memcpy_peer_s"))
+    if "nvrtc_copy_s" in r["bandwidth"][0]:
+        columns += (("nvrtc", "nvrtc_copy_s"),)
     print(f"{'bytes':>11} {'reps':>5}" + "".join(f" {name:>10}" for name, _ in columns)
-          + f" {'put/local':>9} {'put/DtoD-peer':>13}")
+          + f" {'put/local':>9} {'put/DtoD-peer':>13}"
+          + (f" {'put/nvrtc':>9}" if columns[-1][0] == "nvrtc" else ""))
     for row in r["bandwidth"]:
         size = row["bytes"]
         gbs = {key: size / row[key] / 1e9 for _, key in columns}
         print(f"{size:>11} {row['reps']:>5}" + "".join(f" {gbs[key]:>10.1f}" for _, key in columns)
               + f" {gbs['put_block_s'] / gbs['local_kernel_s']:>9.2f}"
-              + f" {gbs['put_block_s'] / gbs['memcpy_peer_s']:>13.2f}")
-    bare, data, op, lib = (r[f"pingpong_{k}_us"]
-                           for k in ("bare_ptx", "bare_ptx_data", "signal_op", "put_signal"))
+              + f" {gbs['put_block_s'] / gbs['memcpy_peer_s']:>13.2f}"
+              + (f" {gbs['put_block_s'] / gbs['nvrtc_copy_s']:>9.2f}" if "nvrtc_copy_s" in gbs
+                 else ""))
+    bare, relaxed, data, op, lib = (
+        r[f"pingpong_{k}_us"]
+        for k in ("bare_ptx", "bare_relaxed", "bare_ptx_data", "signal_op", "put_signal"))
     print(f"ping-pong round trip over {r['pingpong_iters']} iterations: signal_op + "
-          f"signal_wait_until {op:.2f} us against a bare PTX flag ping-pong {bare:.2f} us "
-          f"({op / bare:.2f}x); put_signal of 8 bytes + signal_wait_until {lib:.2f} us against "
+          f"signal_wait_until {op:.2f} us against bare PTX flag ping-pongs: release/acquire "
+          f"{bare:.2f} us ({op / bare:.2f}x), relaxed {relaxed:.2f} us; put_signal of 8 bytes + signal_wait_until {lib:.2f} us against "
           f"bare PTX storing 8 bytes, then the flag {data:.2f} us ({lib / data:.2f}x)")
     print(f"p + quiet: {r['p_quiet_us']:.2f} us; atomic_fetch_add round trip: "
           f"{r['fetch_add_us']:.2f} us")

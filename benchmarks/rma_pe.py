@@ -12,8 +12,9 @@ import numpy as np
 from numba import cuda
 
 import numba_shmem as shmem
+from _bare import store_release, store_relaxed
 from _timing import gpu_time, timed
-from numba_shmem._cuda._primitives import (_addr, _load_acquire, _now, _remote, _signal_update,
+from numba_shmem._cuda._primitives import (_addr, _load_acquire, _load_relaxed, _now, _remote,
                                            _store_relaxed)
 
 
@@ -48,6 +49,50 @@ def local_copy(dest, source, chunk, reps):
         for i in range(start + cuda.threadIdx.x, end, cuda.blockDim.x):
             dest[i] = source[i]
         cuda.syncthreads()
+
+
+# The best copy kernel we can write for the same grid, in CUDA C through
+# NVRTC (CuPy): each block copies its chunk of float64s as 16-byte vectors (an
+# 8-byte element first where the chunk starts off 16-byte alignment, one after
+# them where it ends off it). A reference for put_block, not part of the library.
+_NVRTC_COPY = r"""
+extern "C" __global__ void copy_chunks(unsigned long long dst, unsigned long long src,
+                                       long long count, long long chunk, int reps) {
+    long long start = (long long)blockIdx.x * chunk;
+    long long end = start + chunk < count ? start + chunk : count;
+    if (start >= end) return;
+    double *d = (double *)dst + start;
+    const double *s = (const double *)src + start;
+    long long n = end - start;
+    long long head = ((unsigned long long)d & 15) ? 1 : 0;
+    long long vectors = (n - head) / 2;
+    int4 *dv = (int4 *)(d + head);
+    const int4 *sv = (const int4 *)(s + head);
+    for (int r = 0; r < reps; r++) {
+        if (threadIdx.x == 0 && head) d[0] = s[0];
+        for (long long i = threadIdx.x; i < vectors; i += blockDim.x) dv[i] = sv[i];
+        if (threadIdx.x == 0 && head + 2 * vectors < n) d[n - 1] = s[n - 1];
+        __syncthreads();
+    }
+}
+"""
+
+
+def nvrtc_copy():
+    """A launcher of the NVRTC copy kernel on numba's default stream, or None
+    without CuPy."""
+    try:
+        import cupy
+    except ImportError:
+        return None
+    kernel = cupy.RawKernel(_NVRTC_COPY, "copy_chunks")
+
+    def launch(grid, dest, source, count, chunk, reps):
+        address = lambda a: a.__cuda_array_interface__["data"][0]
+        with cupy.cuda.ExternalStream(0):
+            kernel((grid,), (256,), (cupy.uint64(address(dest)), cupy.uint64(address(source)),
+                                     cupy.int64(count), cupy.int64(chunk), cupy.int32(reps)))
+    return launch
 
 
 WARMUP = 100
@@ -87,28 +132,37 @@ def ping_pong_put_signal(sig, data, source, iters, out):
     out[1] = _now()
 
 
-@cuda.jit
-def ping_pong_bare(sig, iters, out):
-    # bare PTX: st.release.sys into the peer's flag, spin on ld.acquire.sys
-    # (between PEs 0 and 1; the collectives benchmark runs it on larger jobs too)
-    me = shmem.my_pe()
-    if me > 1:
-        return
-    other = 1 - me
-    here = _addr(sig)
-    there = _remote(sig, other, "ping_pong")
-    for i in range(iters):
-        if i == WARMUP:
-            out[0] = _now()
-        if me == 0:
-            _signal_update(there, i + 1, 0)
-            while _load_acquire(sig, here) < i + 1:
-                pass
-        else:
-            while _load_acquire(sig, here) < i + 1:
-                pass
-            _signal_update(there, i + 1, 0)
-    out[1] = _now()
+def _bare_ping_pong(store, load):
+    """A flag ping-pong in bare PTX: ``store`` into the peer's flag, spin on
+    ``load`` of one's own (between PEs 0 and 1; the collectives benchmark runs
+    it on larger jobs too)."""
+    @cuda.jit
+    def ping_pong(sig, iters, out):
+        me = shmem.my_pe()
+        if me > 1:
+            return
+        other = 1 - me
+        here = _addr(sig)
+        there = _remote(sig, other, "ping_pong")
+        for i in range(iters):
+            if i == WARMUP:
+                out[0] = _now()
+            if me == 0:
+                store(there, i + 1)
+                while load(sig, here) < i + 1:
+                    pass
+            else:
+                while load(sig, here) < i + 1:
+                    pass
+                store(there, i + 1)
+        out[1] = _now()
+    return ping_pong
+
+
+#: st.release.sys / ld.acquire.sys
+ping_pong_bare = _bare_ping_pong(store_release, _load_acquire)
+#: the floor: st.relaxed.sys / ld.relaxed.sys, no ordering at all
+ping_pong_relaxed = _bare_ping_pong(store_relaxed, _load_relaxed)
 
 
 @cuda.jit
@@ -124,14 +178,14 @@ def ping_pong_bare_data(sig, data, iters, out):
             out[0] = _now()
         if me == 0:
             _store_relaxed(there_data, data, i)
-            _signal_update(there, i + 1, 0)
+            store_release(there, i + 1)
             while _load_acquire(sig, here) < i + 1:
                 pass
         else:
             while _load_acquire(sig, here) < i + 1:
                 pass
             _store_relaxed(there_data, data, i)
-            _signal_update(there, i + 1, 0)
+            store_release(there, i + 1)
     out[1] = _now()
 
 
@@ -175,6 +229,7 @@ def main():
     source = cuda.to_device(np.arange(n, dtype=np.float64))
     local = cuda.device_array(n, np.float64)
     blocks = 132 * 4
+    nvrtc = nvrtc_copy()
     shmem.barrier_all()
     size = 4096
     while size <= max_bytes:
@@ -192,6 +247,9 @@ def main():
                     ("local_kernel_s", lambda r: local_copy[grid, 256](l_, s_, chunk, r)),
                     ("local_kernel_heap_s", lambda r: local_copy[grid, 256](o, s_, chunk, r))):
                 row[key] = timed(launch, reps)
+            if nvrtc is not None:
+                peer = shmem.peer_array(d, 1)
+                row["nvrtc_copy_s"] = timed(lambda r: nvrtc(grid, peer, s_, count, chunk, r), reps)
             # copy-engine calls queued behind a held stream: the GPU's time, not the host's
             row["memcpy_dtod_s"] = gpu_time(lambda: l_.copy_to_device(s_), 20)
             # the copy engine moving the same bytes to the same place as put_block
@@ -211,6 +269,7 @@ def main():
     payload = cuda.device_array(1, np.int64)
     for name, launch in (
             ("bare_ptx", lambda sig: ping_pong_bare[1, 1](sig, iters, stamps)),
+            ("bare_relaxed", lambda sig: ping_pong_relaxed[1, 1](sig, iters, stamps)),
             ("bare_ptx_data", lambda sig: ping_pong_bare_data[1, 1](sig, data, iters, stamps)),
             ("signal_op", lambda sig: ping_pong_shmem[1, 1](sig, iters, stamps)),
             ("put_signal", lambda sig: ping_pong_put_signal[1, 1](sig, data, payload, iters,
