@@ -49,7 +49,9 @@ TABLE = {
              "``pe``'s ``source``, for ``i < nelems``. Returns with the data in ``dest``."),
     "signal_op": ("sig value sig_op pe",
                   "Thread scope. Update ``sig[0]`` (uint64) on PE ``pe`` by ``sig_op`` "
-                  "(SIGNAL_SET or SIGNAL_ADD), atomically."),
+                  "(SIGNAL_SET or SIGNAL_ADD), atomically. Like the other atomics it is "
+                  "not ordered after earlier puts: call ``fence()`` between them (or use "
+                  "``put_signal``)."),
     "signal_fetch": ("sig", "Thread scope. Return this PE's ``sig[0]``, read atomically."),
     "signal_wait_until": ("sig cmp value",
                           "Thread scope. Wait until this PE's ``sig[0]`` compares ``cmp`` "

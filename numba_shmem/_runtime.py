@@ -90,9 +90,14 @@ class Runtime:
         from numba import cuda
         from numba.cuda.cudadrv.error import CudaSupportError
 
-        from ._cuda._state import STATE_DTYPE
+        from ._cuda._state import CONST_PEERS, STATE_DTYPE
         from ._cuda._vmm import CudaHeap
 
+        if self.bootstrap.size > CONST_PEERS:
+            raise ShmemUsageError(
+                f"this job has {self.bootstrap.size} PEs; on the GPU numba-shmem supports up "
+                f"to {CONST_PEERS} (their heap addresses live in constant memory); start at "
+                f"most {CONST_PEERS} PEs")
         try:
             count = len(cuda.gpus)
         except CudaSupportError:  # no device at all: the driver refuses to start
@@ -112,14 +117,14 @@ class Runtime:
         peer_bases = np.zeros(max(self.bootstrap.size, 1), dtype=np.uint64)
         for pe, base in heap.bases.items():
             peer_bases[pe] = base
-        self._peer_bases = cuda.to_device(peer_bases)
+        self.peer_table = peer_bases  # copied into each kernel module's constant memory
         state = np.zeros((), dtype=STATE_DTYPE)
         state["my_pe"] = self.bootstrap.rank
         state["n_pes"] = self.bootstrap.size
         state["heap_base"] = heap.base
         state["heap_size"] = heap.capacity
-        state["peer_bases"] = self._peer_bases.device_ctypes_pointer.value
         state["debug"] = int(self.config.debug)
+        state["one_gpu"] = int(len(set(self.pe_gpus)) == 1)
         self.teams.device = cuda.to_device(self.teams.table())
         state["teams"] = self.teams.device.device_ctypes_pointer.value
         self._leaving = cuda.mapped_array(1, np.int32)

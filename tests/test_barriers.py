@@ -68,9 +68,12 @@ def test_barrier_ptx_releases_acquires_and_backs_off():
     result = python("ptx_barrier.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
     assert result.returncode == 0, result.stderr
     ptx = result.stdout
-    for instruction in ("fence.sc.sys", "red.release.sys.max.u64", "ld.acquire.sys.b64",
-                        "nanosleep.u32", "bar.sync", "bar.warp.sync"):
+    for instruction in ("fence.sc.sys", "fence.acq_rel.sys", "red.relaxed.sys.max.u64",
+                        "ld.acquire.sys.b64", "nanosleep.u32", "bar.sync", "bar.warp.sync"):
         assert instruction in ptx, instruction
+    # one fence, then relaxed publishes (before: a release on every member's slot)
+    assert "red.release" not in ptx
+    assert ptx.index("fence.sc.sys") < ptx.index("red.relaxed.sys.max.u64")
     # the epoch: one atomic step (before: a load and a store, which two streams'
     # barriers on one team could interleave)
     assert "atom.relaxed.gpu.add.u64" in ptx
@@ -97,4 +100,4 @@ def test_teams_split_query_translate_barrier_and_destroy(npes):
 def test_team_functions_compile_to_table_lookups():
     result = python("ptx_barrier.py", "teams", env={"NUMBA_SHMEM_BACKEND": "cuda"})
     assert result.returncode == 0, result.stderr
-    assert "ld.acquire.sys.b64" in result.stdout and "red.release.sys.max.u64" in result.stdout
+    assert "ld.acquire.sys.b64" in result.stdout and "red.relaxed.sys.max.u64" in result.stdout

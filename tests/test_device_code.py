@@ -18,23 +18,27 @@ def state_loads(ptx):
     """Byte offsets of numba_shmem_state that the PTX loads, directly or through
     a register that holds the symbol's address plus an offset."""
     offsets = {int(m.group(1) or 0)
-               for m in re.finditer(r"ld\.global(?:\.nc)?(?:\.v\d)?\.u\d+\s+[^;]*"
+               for m in re.finditer(r"ld\.const(?:\.v\d)?\.u\d+\s+[^;]*"
                                     r"\[numba_shmem_state(?:\+(\d+))?\]", ptx)}
     bases = set(re.findall(r"mov\.u64\s+(%rd\d+), numba_shmem_state;", ptx))
     at = {m.group(1): int(m.group(3)) for m in
           re.finditer(r"add\.s64\s+(%rd\d+), (%rd\d+), (\d+);", ptx) if m.group(2) in bases}
-    for m in re.finditer(r"ld\.global(?:\.nc)?\.u\d+\s+%r\w*\d+, \[(%rd\d+)\];", ptx):
+    for m in re.finditer(r"ld\.const\.u\d+\s+%r\w*\d+, \[(%rd\d+)\];", ptx):
         if m.group(1) in at:
             offsets.add(at[m.group(1)])
     return offsets
 
 
-def test_state_is_an_external_symbol_not_a_constant(ptx):
-    assert ".extern .global .align 8 .b8 numba_shmem_state[64];" in ptx
-    # my_pe and n_pes (offsets 0 and 4) are read from the state, read-only
-    assert re.search(r"ld\.global\.nc\.v2\.u32\s+\{%r\d+, %r\d+\}, \[numba_shmem_state\];", ptx) \
+def test_state_is_an_external_symbol_in_constant_memory(ptx):
+    """Linked, not compiled in: the values are copied in when a module loads.
+    Constant memory: its cache survives the L1 invalidation of acquire loads."""
+    assert ".extern .const .align 8 .b8 numba_shmem_state[64];" in ptx
+    assert ".extern .const .align 8 .b8 numba_shmem_peers[16384];" in ptx
+    # my_pe and n_pes (offsets 0 and 4) are read from the state
+    assert re.search(r"ld\.const\.v2\.u32\s+\{%r\d+, %r\d+\}, \[numba_shmem_state\];", ptx) \
         or {0, 4} <= state_loads(ptx)
 
 
-def test_peer_array_translates_through_the_peer_table(ptx):
-    assert {8, 24} <= state_loads(ptx)  # heap_base, peer_bases
+def test_peer_array_translates_through_the_constant_peer_table(ptx):
+    assert 8 in state_loads(ptx)  # heap_base
+    assert re.search(r"ld\.const\.u64\s+%rd\d+, \[numba_shmem_peers\+8\];", ptx)  # PE 1

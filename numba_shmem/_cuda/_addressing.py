@@ -8,7 +8,7 @@ from llvmlite import ir
 from numba.cuda import cgutils, nvvmutils
 
 from . import _ptx
-from ._state import load_field, load_table_entry
+from ._state import load_field, load_peer_base
 
 _i64 = ir.IntType(64)
 
@@ -49,7 +49,7 @@ def peer_address(context, builder, address, pe, name="peer_array"):
             fail(context, builder, f"numba-shmem: shmem.{name}: PE %ld passed address 0x%lx, "
                  "which is not on the symmetric heap (allocate it with shmem.array)",
                  [me, address])
-    peer_base = load_table_entry(context, builder, "peer_bases", pe, _i64)
+    peer_base = load_peer_base(context, builder, pe)
     if debug_enabled():
         unreachable = builder.icmp_unsigned("==", peer_base, _i64(0))
         with builder.if_then(unreachable, likely=False):

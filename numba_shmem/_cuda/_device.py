@@ -20,7 +20,8 @@ from ._primitives import (
     _team_entry,
     _addr, _compare, _copy1, _copy2, _copy4, _copy8, _copy16, _copy16x4, _load_acquire,
     _load_relaxed,
-    _nanosleep, _now, _quiet, _fence, _remote, _signal_update, _store_relaxed, _trap,
+    _nanosleep, _now, _quiet, _fence, _remote, _signal_release, _signal_update,
+    _store_relaxed, _trap,
     _left, _valid_cmp,
     array_pointer, as_pe,
 )
@@ -111,8 +112,7 @@ _SCOPE = {
 
 _NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy8": _copy8,
               "_copy4": _copy4, "_copy2": _copy2, "_copy1": _copy1, "min": min,
-              "_remote": _remote, "_addr": _addr, "_signal_update": _signal_update,
-              "_quiet": _quiet}
+              "_remote": _remote, "_addr": _addr, "_signal_release": _signal_release}
 
 
 def _indent(text, levels):
@@ -151,11 +151,10 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
     source = (f"def impl({params}):\n{check}{setup}{ends}    start = {start}\n"
               f"    stride = {stride}\n{_copy_source(_element_width(itemsize))}{sync}")
     if signal:
-        # the block's or warp's data is complete (synchronized above) and, on
-        # the signalling thread, ordered before the signal
-        ordering = "        _quiet()\n" if scope else ""
-        source += (f"    if {leader}:\n{ordering}"
-                   f"        _signal_update(_remote(sig, pe, {name!r}), value, sig_op)\n")
+        # the block's or warp's data is written (synchronized above); the
+        # signalling thread's release orders it before the signal
+        source += (f"    if {leader}:\n"
+                   f"        _signal_release(_remote(sig, pe, {name!r}), value, sig_op)\n")
     return _compile_source(source, {**_spin_namespace(debug, 0)})
 
 
@@ -474,8 +473,9 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
     team = "team" if name in ("barrier", "sync") else "0"
     body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team).replace(
         "BACKOFF\n", _indent(_BACKOFF, 3))
-    if complete:
-        body = "    _quiet()\n" + body
+    # one fence before the relaxed publishes: quiet also completes this PE's
+    # puts (barrier); a release fence only orders them (sync)
+    body = ("    _quiet()\n" if complete else "    _fence()\n") + body
     params = "team" if team == "team" else ""
     if scope:
         # the leader's early return must not skip the scope's closing synchronization
@@ -486,6 +486,7 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
         source = f"def impl({params}):\n{body}"
     return _compile_source(source, {
         **_spin_namespace(debug, timeout_ns), "_mark_cooperative": _mark_cooperative,
+        "_quiet": _quiet, "_fence": _fence,
         "_heap_base": _heap_base, "_n_pes": n_pes, "_load_u64": _load_u64,
         "_next_epoch": _next_epoch, "_publish_epoch": _publish_epoch, "_peer_of": _peer_of,
         "_team_entry": _team_entry})

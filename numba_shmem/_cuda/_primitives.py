@@ -99,27 +99,60 @@ def _load_acquire(typingctx, like, address):
     return like.dtype(like, address), codegen
 
 
-@intrinsic
-def _signal_update(typingctx, address, value, sig_op):
-    """SIGNAL_SET: st.release.sys; SIGNAL_ADD: red.release.sys.add; any other
-    sig_op (only possible when it is not a constant) stops the kernel."""
-    def codegen(context, builder, sig, args):
-        value = context.cast(builder, args[1], sig.args[1], types.uint64)
-        op = context.cast(builder, args[2], sig.args[2], types.int64)
-        is_set = builder.icmp_unsigned("==", op, ir.Constant(_i64, api.SIGNAL_SET))
-        is_add = builder.icmp_unsigned("==", op, ir.Constant(_i64, api.SIGNAL_ADD))
+def _signal_codegen(context, builder, sig, args, scopes):
+    """Update the signal at ``args[0]``: SIGNAL_SET stores, SIGNAL_ADD adds; any
+    other sig_op (only possible when it is not a constant) stops the kernel.
+    ``scopes(emit)`` calls ``emit(semantics)`` once for each way the update is
+    ordered (it may branch between them)."""
+    value = context.cast(builder, args[1], sig.args[1], types.uint64)
+    op = context.cast(builder, args[2], sig.args[2], types.int64)
+    is_set = builder.icmp_unsigned("==", op, ir.Constant(_i64, api.SIGNAL_SET))
+    is_add = builder.icmp_unsigned("==", op, ir.Constant(_i64, api.SIGNAL_ADD))
+
+    def emit(sem):
         with builder.if_else(is_set) as (then, otherwise):
             with then:
-                _ptx.store(builder, args[0], value, "release")
+                _ptx.asm(builder, _void, f"st.{sem}.b64 [$0], $1;", "l,l", [args[0], value])
             with otherwise:
                 with builder.if_else(is_add, likely=True) as (add, neither):
                     with add:
-                        _ptx.asm(builder, _void, "red.release.sys.add.u64 [$0], $1;", "l,l",
+                        _ptx.asm(builder, _void, f"red.{sem}.add.u64 [$0], $1;", "l,l",
                                  [args[0], value])
                     with neither:
                         _refuse(context, builder, "numba-shmem: a signal got sig_op=%ld, which "
                                 "is not shmem.SIGNAL_SET or shmem.SIGNAL_ADD", [op])
-        return context.get_dummy_value()
+    scopes(emit)
+    return context.get_dummy_value()
+
+
+@intrinsic
+def _signal_update(typingctx, address, value, sig_op):
+    """signal_op: a relaxed atomic update at system scope (st/red.relaxed.sys),
+    like the other atomics; ``fence`` orders it after earlier puts."""
+    def codegen(context, builder, sig, args):
+        return _signal_codegen(context, builder, sig, args, lambda emit: emit("relaxed.sys"))
+    return types.void(address, value, sig_op), codegen
+
+
+@intrinsic
+def _signal_release(typingctx, address, value, sig_op):
+    """The signal of put_signal: a release update, so that the data this thread
+    wrote (or saw written, through a block or warp synchronization) is visible
+    to whoever acquires the signal. Its scope is the GPU when every PE of the
+    job runs on this GPU (a release there waits for this GPU's memory only),
+    else the system."""
+    def codegen(context, builder, sig, args):
+        from ._state import load_field
+
+        def scopes(emit):
+            one_gpu = builder.icmp_unsigned("!=", load_field(context, builder, "one_gpu"),
+                                            ir.Constant(ir.IntType(32), 0))
+            with builder.if_else(one_gpu, likely=True) as (gpu, system):
+                with gpu:
+                    emit("release.gpu")
+                with system:
+                    emit("release.sys")
+        return _signal_codegen(context, builder, sig, args, scopes)
     return types.void(address, value, sig_op), codegen
 
 
@@ -263,10 +296,12 @@ def _next_epoch(typingctx, address):
 
 @intrinsic
 def _publish_epoch(typingctx, address, value):
-    """red.release.sys.max.u64: raise a barrier slot to ``value``, never lower it."""
+    """red.relaxed.sys.max.u64: raise a barrier slot to ``value``, never lower
+    it. Relaxed: the barrier fences once before it publishes to every member
+    (one fence instead of a release on each slot)."""
     def codegen(context, builder, sig, args):
         value = context.cast(builder, args[1], sig.args[1], types.uint64)
-        _ptx.asm(builder, _void, "red.release.sys.max.u64 [$0], $1;", "l,l", [args[0], value])
+        _ptx.asm(builder, _void, "red.relaxed.sys.max.u64 [$0], $1;", "l,l", [args[0], value])
         return context.get_dummy_value()
     return types.void(address, value), codegen
 

@@ -1,10 +1,15 @@
 """Device-side state: the PE number and heap addresses, read by device functions.
 
-Kernels that call numba-shmem link a tiny PTX module defining the global
-``numba_shmem_state``. When numba loads such a kernel's module, the setup
-callback copies the running PE's state into that global, so a kernel compiled
-once reads the right values on whichever PE loads it; nothing is frozen at
-compile time.
+Kernels that call numba-shmem link a tiny PTX module defining
+``numba_shmem_state`` and ``numba_shmem_peers`` (every PE's heap address) in
+constant memory. When numba loads such a kernel's module, the setup callback
+copies the running PE's state into them, so a kernel compiled once reads the
+right values on whichever PE loads it; nothing is frozen at compile time.
+
+Constant memory, not global: its cache is separate from L1, which every
+acquire load invalidates (``CCTL.IVALL``). A peer's address read right after a
+wait (a reply to a signal) then comes from the constant cache in a few cycles,
+not from L2.
 """
 
 import sys
@@ -24,9 +29,9 @@ STATE_DTYPE = np.dtype([
     ("n_pes", np.int32),
     ("heap_base", np.uint64),    # this PE's heap
     ("heap_size", np.uint64),    # bytes in each PE's heap slot
-    ("peer_bases", np.uint64),   # device pointer to uint64[n_pes]; 0 = not reachable
+    ("_reserved0", np.uint64),   # (every PE's heap address is in numba_shmem_peers)
     ("debug", np.int32),
-    ("_pad", np.int32),
+    ("one_gpu", np.int32),       # 1: every PE of the job runs on this GPU
     ("teams", np.uint64),        # device pointer to int32[MAX_TEAMS, n_pes + 2]
     ("leaving", np.uint64),      # device pointer to an int32 of mapped host memory: 1 once
                                  # this PE is leaving the job (waits then stop the kernel)
@@ -34,11 +39,17 @@ STATE_DTYPE = np.dtype([
 ])
 assert STATE_DTYPE.itemsize == 64
 
+#: the most PEs a job on the GPU may have: every PE's heap address is in
+#: constant memory (16 KiB of a module's 64 KiB; 0 for a PE this one cannot reach)
+CONST_PEERS = 2048
+PEERS = "numba_shmem_peers"
+
 _PTX = f"""
 .version 7.0
 .target sm_70
 .address_size 64
-.visible .global .align 8 .b8 {SYMBOL}[{STATE_DTYPE.itemsize}];
+.visible .const .align 8 .b8 {SYMBOL}[{STATE_DTYPE.itemsize}];
+.visible .const .align 8 .b8 {PEERS}[{8 * CONST_PEERS}];
 """.encode()
 
 
@@ -50,15 +61,17 @@ def _current_state():
         raise ShmemUsageError(
             "a kernel that calls numba-shmem was loaded before shmem.init(); "
             "call shmem.init() before launching it")
-    return runtime.device_state
+    return runtime.device_state, runtime.peer_table
 
 
 def _load_state(object_code):
     """numba calls this once for every module it loads that links the state."""
-    state = _current_state()
+    state, peers = _current_state()
     pointer, size = call("cuLibraryGetGlobal", object_code.handle, SYMBOL.encode())
     assert size == state.nbytes, (size, state.nbytes)
     call("cuMemcpyHtoD", pointer, state.ctypes.data, size)
+    pointer, size = call("cuLibraryGetGlobal", object_code.handle, PEERS.encode())
+    call("cuMemcpyHtoD", pointer, peers.ctypes.data, peers.nbytes)
 
 
 STATE_CODE = PTXSource(_PTX, name=SYMBOL, setup_callback=_load_state)
@@ -88,23 +101,42 @@ def use_state(context):
     context.active_code_library.add_linking_file(STATE_CODE)
 
 
+_CONSTANT = 4  # NVVM's address space of constant memory
+
+
+def _constant_symbol(module, name, nbytes):
+    try:
+        return module.get_global(name)
+    except KeyError:
+        variable = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), nbytes), name,
+                                     addrspace=_CONSTANT)
+        variable.linkage = "external"
+        variable.align = 8
+        return variable
+
+
 def load_field(context, builder, field):
     """Emit a load of one field of the state; returns an LLVM value."""
     use_state(context)
-    module = builder.module
-    try:
-        variable = module.get_global(SYMBOL)
-    except KeyError:
-        variable = ir.GlobalVariable(
-            module, ir.ArrayType(ir.IntType(8), STATE_DTYPE.itemsize), SYMBOL, addrspace=1)
-        variable.linkage = "external"
-        variable.align = 8
+    variable = _constant_symbol(builder.module, SYMBOL, STATE_DTYPE.itemsize)
     dtype, offset = STATE_DTYPE.fields[field][:2]
     llty = ir.IntType(8 * dtype.itemsize)
     i32 = ir.IntType(32)
     address = builder.gep(variable, [i32(0), i32(offset)], inbounds=True)
-    address = builder.bitcast(address, llty.as_pointer(addrspace=1))
+    address = builder.bitcast(address, llty.as_pointer(addrspace=_CONSTANT))
     return invariant(builder, builder.load(address, align=dtype.itemsize))
+
+
+def load_peer_base(context, builder, pe):
+    """Emit a load of PE ``pe``'s heap address (``pe`` an i64) from the
+    constant table. One unconditional load: LLVM hoists it out of a loop that
+    puts to the same PE (a branch to a fallback table kept it inside, behind
+    the loop's other branches)."""
+    use_state(context)
+    i64 = ir.IntType(64)
+    variable = _constant_symbol(builder.module, PEERS, 8 * CONST_PEERS)
+    words = builder.bitcast(variable, i64.as_pointer(addrspace=_CONSTANT))
+    return invariant(builder, builder.load(builder.gep(words, [pe], inbounds=True), align=8))
 
 
 def load_table_entry(context, builder, field, index, llty):

@@ -26,6 +26,14 @@ def put_signal_add_block(dest, source, sig):
     shmem.put_signal_block(dest, source, sig, 1, shmem.SIGNAL_ADD, 1)
 
 
+def p_runtime_pe(dest, pe):
+    shmem.p(dest, 1, pe)
+
+
+def signal_op_set(sig):
+    shmem.signal_op(sig, 1, shmem.SIGNAL_SET, 1)
+
+
 def put_block(dest, source):
     shmem.put_block(dest, source, 1)
 
@@ -110,6 +118,8 @@ KERNELS = {
     "wait_signal": (wait_signal, (u64, u64)),
     "put_signal_set": (put_signal_set, (f64, f64, u64)),
     "put_signal_add_block": (put_signal_add_block, (f64, f64, u64)),
+    "signal_op_set": (signal_op_set, (u64,)),
+    "p_runtime_pe": (p_runtime_pe, (i64, types.int64)),
     "put_block": (put_block, (f64, f64)),
     "fence_and_quiet": (fence_and_quiet, (i64,)),
     "atomics": (atomics, (i64, i64)),
