@@ -143,8 +143,9 @@ def load_table_entry(context, builder, field, index, llty):
     """Emit a load of entry ``index`` (i64) of the device table that state
     field ``field`` points to. The table lives in global memory and no kernel
     changes it, so the load is a global, invariant one: NVVM reads it through
-    the read-only cache (``ld.global.nc``) instead of a generic load, which
-    matters where it follows an ``ld.acquire`` on a signal's critical path."""
+    the read-only cache (``ld.global.nc``) instead of a generic load. (After an
+    acquire that cache is invalidated too: what a signal's reply needs is in
+    constant memory instead.)"""
     pointer = builder.inttoptr(load_field(context, builder, field), llty.as_pointer(addrspace=1))
     entry = builder.gep(pointer, [index], inbounds=True)
     return invariant(builder, builder.load(entry, align=llty.width // 8))
