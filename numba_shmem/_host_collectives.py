@@ -20,6 +20,7 @@ from . import _device_api as api
 from ._errors import ShmemUsageError
 from ._host_rma import _flat, local_array, symmetric_array
 from ._runtime import require
+from ._stream._handles import as_stream
 
 _THREADS = 256
 #: the simulator runs every thread as a Python thread: a warp's worth does the
@@ -108,6 +109,7 @@ def _make(block_name):
 
     def collective(team, dest, source, nelems, *root, stream=0):
         runtime = require(name)
+        stream = as_stream(stream, name, runtime.backend)
         members = runtime.teams.get(team, f"shmem.{name}")
         dest, source, in_place = _checked(name, dest, source, nelems, root, members,
                                           runtime.bootstrap.rank)

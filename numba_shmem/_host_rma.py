@@ -11,6 +11,7 @@ from ._arrays import peer_view
 from ._errors import ShmemUsageError
 from ._runtime import require
 from ._select import numba_is_simulator
+from ._stream._handles import as_stream
 
 
 def _flat(arr):
@@ -82,6 +83,7 @@ def put(dest, source, pe, *, stream=0):
     ``dest`` (symmetric) on PE ``pe``, in the order of ``stream``; complete when
     the stream is."""
     runtime = require("put")
+    stream = as_stream(stream, "put", runtime.backend)
     remote = symmetric_array("put", "dest", dest, pe)
     source = local_array("put", "source", source, remote)
     count = int(source.size)
@@ -103,6 +105,7 @@ def get(dest, source, pe, *, stream=0):
     complete when the stream is. A strided numpy ``dest`` is filled once the
     copy is complete (this call then waits for ``stream``)."""
     runtime = require("get")
+    stream = as_stream(stream, "get", runtime.backend)
     remote = symmetric_array("get", "source", source, pe)
     dest = local_array("get", "dest", dest, remote)
     count = int(dest.size)
@@ -131,6 +134,7 @@ def barrier_all_on_stream(stream=0):
     from ._teams import TEAM_WORLD
 
     runtime = require("barrier_all_on_stream")
+    stream = as_stream(stream, "barrier_all_on_stream", runtime.backend)
     # one block is always resident: no need to agree on a grid
     if runtime.backend == "sim":
         kernels.team_barrier[1, 1](TEAM_WORLD)

@@ -5,6 +5,7 @@ import math
 
 from ._errors import ShmemUsageError
 from ._runtime import require
+from ._stream._handles import as_stream
 
 
 def _count(dims, what):
@@ -32,6 +33,7 @@ def collective_launch(kernel, griddim, blockdim, *args, stream=0, sharedmem=0):
 
     Residency holds while no other kernel occupies the GPU's SMs."""
     runtime = require("collective_launch")
+    stream = as_stream(stream, "collective_launch", runtime.backend)
     threads = _count(blockdim, "blockdim")
     blocks = _count(griddim, "griddim")
     if runtime.backend == "sim":

@@ -1,0 +1,60 @@
+"""Streams from every library, as numba streams.
+
+``stream=`` of the host functions takes a numba stream, a raw ``CUstream``
+handle (an int; 0 is the default stream), or a stream object of another
+library: anything with ``__cuda_stream__`` (cuda.core), ``cuda_stream``
+(PyTorch) or ``ptr`` (CuPy). Foreign streams become numba external streams,
+made once per handle. The simulator runs every call at once, in call order,
+so there any stream stands for the default one.
+"""
+
+from .._errors import ShmemUsageError
+
+_external = {}  # handle -> numba external stream
+
+
+def _numba_stream(stream):
+    """Whether ``stream`` is numba's own (real or simulated) stream object."""
+    module = type(stream).__module__
+    return module.startswith("numba.cuda") or module.startswith("numba_cuda")
+
+
+def handle_of(stream):
+    """The ``CUstream`` handle (an int) of a foreign stream object or int, or
+    None when ``stream`` is neither."""
+    if isinstance(stream, bool):
+        return None
+    if isinstance(stream, int):
+        return stream
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:  # cuda.core: (version, handle)
+        value = protocol() if callable(protocol) else protocol
+        return int(value[1]) if isinstance(value, tuple) and len(value) == 2 else None
+    for attribute in ("cuda_stream", "ptr"):  # PyTorch, CuPy
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def as_stream(stream, name, backend):
+    """The numba stream (or 0, the default stream) that ``stream=`` of
+    ``shmem.<name>`` stands for; an error names the argument and what to pass."""
+    if stream is None:
+        return 0
+    if _numba_stream(stream):
+        return 0 if backend == "sim" else stream
+    handle = handle_of(stream)
+    if handle is None or handle < 0:
+        raise ShmemUsageError(
+            f"shmem.{name}: stream={stream!r} is not a CUDA stream; pass a numba stream, a "
+            "CUstream handle (an int, 0 for the default stream), or a CuPy, PyTorch or "
+            "cuda.core stream")
+    if handle == 0 or backend == "sim":
+        return 0
+    found = _external.get(handle)
+    if found is None:
+        from numba import cuda
+
+        found = _external[handle] = cuda.external_stream(handle)
+    return found
