@@ -119,8 +119,8 @@ def _make(block_name):
 
         from . import _host_kernels as kernels
 
-        launch = (lambda k, g, b: k[g, b]) if runtime.backend == "sim" else \
-            (lambda k, g, b: k[g, b, stream])
+        def launch(kernel, grid, block):  # (as_stream gave the simulator stream 0)
+            return kernel[grid, block, stream]
         threads = _SIM_THREADS if runtime.backend == "sim" else _THREADS
         # the team's row of the device team table (the simulator has none: made per call)
         row = runtime.teams.device[team] if runtime.teams.device is not None else \

@@ -135,8 +135,6 @@ def barrier_all_on_stream(stream=0):
 
     runtime = require("barrier_all_on_stream")
     stream = as_stream(stream, "barrier_all_on_stream", runtime.backend)
-    # one block is always resident: no need to agree on a grid
-    if runtime.backend == "sim":
-        kernels.team_barrier[1, 1](TEAM_WORLD)
-    else:
-        kernels.team_barrier[1, 1, stream](TEAM_WORLD)
+    # one block is always resident: no need to agree on a grid (as_stream gave
+    # the simulator stream 0, which it runs at once)
+    kernels.team_barrier[1, 1, stream](TEAM_WORLD)
