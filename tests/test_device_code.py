@@ -42,3 +42,11 @@ def test_state_is_an_external_symbol_in_constant_memory(ptx):
 def test_peer_array_translates_through_the_constant_peer_table(ptx):
     assert 8 in state_loads(ptx)  # heap_base
     assert re.search(r"ld\.const\.u64\s+%rd\d+, \[numba_shmem_peers\+8\];", ptx)  # PE 1
+
+
+def test_a_job_larger_than_the_constant_peer_table_is_refused_at_init():
+    result = python("too_many_pes.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        "EXPECTED ShmemUsageError: this job has 2049 PEs; on the GPU numba-shmem supports up "
+        "to 2048 (their heap addresses live in constant memory); start at most 2048 PEs")
