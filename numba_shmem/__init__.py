@@ -9,6 +9,7 @@ _select.prepare_numba()
 
 from ._arrays import array, free, peer_array, zeros  # noqa: E402
 from ._config import Config  # noqa: E402
+from . import _device_api  # noqa: E402
 from ._device_api import (  # noqa: E402
     CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, FUNCTIONS as _DEVICE_FUNCTIONS,
     SIGNAL_ADD, SIGNAL_SET,
@@ -21,12 +22,12 @@ from ._errors import (  # noqa: E402
     ShmemTimeoutError,
     ShmemUsageError,
 )
-from ._host_collectives import HOST_COLLECTIVES as _HOST_COLLECTIVES  # noqa: E402
-from ._host_rma import barrier_all_on_stream  # noqa: E402
+from ._barriers import barrier, barrier_all, sync, sync_all  # noqa: E402
 from ._launch import collective_launch  # noqa: E402
-from ._runtime import (  # noqa: E402
-    barrier, barrier_all, config, finalize, init, my_pe, n_pes, sync, sync_all,
-)
+from ._runtime import config, finalize, init, my_pe, n_pes  # noqa: E402
+from ._stream import HOST_FORMS as _HOST_FORMS  # noqa: E402
+from ._stream._collectives import HOST_COLLECTIVES as _HOST_COLLECTIVES  # noqa: E402
+from ._stream._rma import barrier_all_on_stream  # noqa: E402
 from ._teams import (  # noqa: E402
     TEAM_INVALID, TEAM_SHARED, TEAM_WORLD, team_destroy, team_my_pe, team_n_pes,
     team_split_2d, team_split_strided, team_translate_pe,
@@ -34,12 +35,14 @@ from ._teams import (  # noqa: E402
 
 globals().update(_DEVICE_FUNCTIONS)
 globals().update(_HOST_COLLECTIVES)
+_device_api.bind(host=_HOST_FORMS)
 
 if not _select.numba_is_simulator():
     from ._cuda import _intrinsics  # noqa: E402,F401  (registers the device side)
 else:
-    from ._sim import _shared_arrays  # noqa: E402
+    from ._sim import _device as _sim_device, _shared_arrays  # noqa: E402
 
+    _device_api.bind(simulator=_sim_device)
     _shared_arrays.install()
 
 __version__ = "0.1.0"

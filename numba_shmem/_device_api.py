@@ -177,9 +177,31 @@ for _name, (_params, _doc) in ATOMICS.items():
                     "except through fence() and quiet().")
 
 
+_ON_STREAM = "Host: enqueued on ``stream``, returns at once."
+
 #: names that also work on the host, with a keyword-only ``stream``
 HOST_FORMS = {"put": "Host: in the order of ``stream``, complete when the stream is.",
-              "get": "Host: in the order of ``stream``, complete when the stream is."}
+              "get": "Host: in the order of ``stream``, complete when the stream is.",
+              "put_signal": _ON_STREAM + " The data goes on the copy engine, the signal after it.",
+              "signal_op": _ON_STREAM + " After the stream's earlier work (puts included).",
+              "signal_wait_until": _ON_STREAM + " Holds the stream, not the host.",
+              "quiet": _ON_STREAM + " The stream goes on once this PE's operations before "
+                                    "it are complete."}
+
+#: the Python implementations behind the names: the simulator's device functions
+#: and the host forms, bound by the package (``bind``) so that this table
+#: imports neither
+_BOUND = {"simulator": None, "host": {}}
+
+
+def bind(host=None, simulator=None):
+    """Give the names their host forms (name -> function, every name of
+    HOST_FORMS) and, on the simulator, its device functions (a module)."""
+    if host is not None:
+        assert set(host) == set(HOST_FORMS), sorted(set(host) ^ set(HOST_FORMS))
+        _BOUND["host"] = dict(host)
+    if simulator is not None:
+        _BOUND["simulator"] = simulator
 
 
 def _implementation(name):
@@ -192,13 +214,10 @@ def _implementation(name):
     runtime = _runtime.require(name)
     # on the simulator, kernels run on its block threads; anything else is the host
     if runtime.backend == "sim" and hasattr(threading.current_thread(), "blockIdx"):
-        from ._sim import _device
-
-        return getattr(_device, name)
-    if name in HOST_FORMS:
-        from . import _host_rma
-
-        return getattr(_host_rma, name)
+        return getattr(_BOUND["simulator"], name)
+    host = _BOUND["host"].get(name)
+    if host is not None:
+        return host
     raise ShmemUsageError(
         f"shmem.{name}() is a device function: call it inside a @cuda.jit kernel")
 

@@ -66,6 +66,7 @@ class Runtime:
         self._undo = UndoStack()
         self.why = "failed in shmem.init()"  # how this PE leaves, for the others' errors
         self.gpu = "idle"  # at teardown: "idle", "busy" or "failed" (wait_idle)
+        self.stream_tier = None  # made by the first stream-tier call (_stream/_tier.py)
         self.bootstrap = _bootstrap.start(config)
         self._undo.push(lambda: self.bootstrap.close(self.why))
         from ._teams import TeamTable
@@ -90,6 +91,7 @@ class Runtime:
         from numba import cuda
         from numba.cuda.cudadrv.error import CudaSupportError
 
+        from ._cuda._driver import call, cu
         from ._cuda._state import CONST_PEERS, STATE_DTYPE
         from ._cuda._vmm import CudaHeap
 
@@ -131,6 +133,10 @@ class Runtime:
         self._leaving[0] = 0
         state["leaving"] = self._leaving.device_ctypes_pointer.value
         self.device_state = state
+        # kernels' modules get their state through this stream: non-blocking, so
+        # that loading one never waits for (or joins) a stream being captured
+        self.setup_stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        self._undo.push(call, "cuStreamDestroy", self.setup_stream)
         return heap
 
     def synchronize(self):
@@ -249,38 +255,6 @@ def my_pe():
 def n_pes():
     """The number of PEs in the job. Host and device."""
     return require("n_pes").bootstrap.size
-
-
-def barrier_all():
-    """Collective over all PEs, host and device (thread scope). On the host:
-    complete this PE's GPU work, then wait for every PE. In a kernel: complete
-    this PE's puts, atomics and signals, then wait for every PE; launch such a
-    kernel with ``collective_launch``."""
-    runtime = require("barrier_all")
-    runtime.synchronize()
-    runtime.bootstrap.barrier("shmem.barrier_all")
-
-
-def sync_all():
-    """Collective over all PEs, host and device (thread scope): wait until every
-    PE has arrived. Orders memory; completes no outstanding operation."""
-    require("sync_all").bootstrap.barrier("shmem.sync_all")
-
-
-def barrier(team):
-    """Collective over ``team``, host and device (thread scope): ``barrier_all``
-    for the members of ``team``."""
-    runtime = require("barrier")
-    members = runtime.teams.get(team, "shmem.barrier")
-    runtime.synchronize()
-    runtime.bootstrap.barrier("shmem.barrier", list(members))
-
-
-def sync(team):
-    """Collective over ``team``, host and device (thread scope): ``sync_all``
-    for the members of ``team``."""
-    runtime = require("sync")
-    runtime.bootstrap.barrier("shmem.sync", list(runtime.teams.get(team, "shmem.sync")))
 
 
 def config():

@@ -110,7 +110,7 @@ LOCAL_BAD = {
 
 
 def test_every_host_function_refuses_bad_arrays_and_the_job_goes_on():
-    from numba_shmem._host_collectives import HOST_COLLECTIVES
+    from numba_shmem._stream._collectives import HOST_COLLECTIVES
 
     result = shmem_run(2, "host_bad_input.py", launcher_args=["--tag-output"])
     assert result.returncode == 0, result.stdout + result.stderr

@@ -370,12 +370,12 @@ _HOST_AND_DEVICE = {"barrier_all": "", "sync_all": "", "barrier": "team", "sync"
 def _register(name, lower):
     from numba.cuda.typing.templates import CallableTemplate, infer, infer_global
 
-    from .. import _runtime, _teams
+    from .. import _barriers, _teams
 
     if name in F:
         fn, params = F[name], api.TABLE[name][0]
     else:
-        fn = getattr(_runtime, name, None) or getattr(_teams, name)
+        fn = getattr(_barriers, name, None) or getattr(_teams, name)
         params = _HOST_AND_DEVICE[name]
     typer = typer_for(name, params)
     # literal arguments first, so that a constant cmp/sig_op can be checked
@@ -536,7 +536,7 @@ for _kind, _complete in (("barrier", True), ("sync", False)):
 def _make_collective(name):
     """The block-scope implementation of a collective from the table."""
     from .._arrays import peer_array
-    from .._runtime import barrier, sync
+    from .._barriers import barrier, sync
 
     kind = name[:-len("_block")]
     head = (f"    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"

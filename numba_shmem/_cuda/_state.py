@@ -61,17 +61,23 @@ def _current_state():
         raise ShmemUsageError(
             "a kernel that calls numba-shmem was loaded before shmem.init(); "
             "call shmem.init() before launching it")
-    return runtime.device_state, runtime.peer_table
+    return runtime
 
 
 def _load_state(object_code):
-    """numba calls this once for every module it loads that links the state."""
-    state, peers = _current_state()
-    pointer, size = call("cuLibraryGetGlobal", object_code.handle, SYMBOL.encode())
-    assert size == state.nbytes, (size, state.nbytes)
-    call("cuMemcpyHtoD", pointer, state.ctypes.data, size)
-    pointer, size = call("cuLibraryGetGlobal", object_code.handle, PEERS.encode())
-    call("cuMemcpyHtoD", pointer, peers.ctypes.data, peers.nbytes)
+    """numba calls this once for every module it loads that links the state.
+    The copies go on the runtime's own non-blocking stream, outside any graph
+    capture under way (a module may first be needed while one is)."""
+    from ._enqueue import outside_capture
+
+    runtime = _current_state()
+    stream = runtime.setup_stream
+    with outside_capture():
+        for symbol, values in ((SYMBOL, runtime.device_state), (PEERS, runtime.peer_table)):
+            pointer, size = call("cuLibraryGetGlobal", object_code.handle, symbol.encode())
+            assert size >= values.nbytes, (symbol, size, values.nbytes)
+            call("cuMemcpyHtoDAsync", pointer, values.ctypes.data, values.nbytes, stream)
+        call("cuStreamSynchronize", stream)
 
 
 STATE_CODE = PTXSource(_PTX, name=SYMBOL, setup_callback=_load_state)

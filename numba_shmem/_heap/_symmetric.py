@@ -71,6 +71,7 @@ class SymmetricHeap:
         # drops the pointer of a zero-size device array, so the offset is
         # remembered rather than derived (simulator arrays are not hashable)
         self._offsets = {}
+        self.version = 0  # counts frees: what was checked against the heap before may be stale
 
     def allocate(self, shape, dtype, align=DEFAULT_ALIGN, zero=False):
         """Collective. A new symmetric array (zeroed if ``zero``)."""
@@ -141,3 +142,4 @@ class SymmetricHeap:
                    lambda r: f"freed the {r[1]}-byte allocation at heap offset {r[0]}")
         self.allocator.free(offset)
         del self._offsets[id(arr)]
+        self.version += 1

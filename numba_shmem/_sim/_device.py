@@ -72,8 +72,10 @@ def _scope_sync(scope):
 
 
 def _leader(scope):
+    if scope == "":
+        return True
     tid, _n, _t = _thread()
-    return scope == "" or (tid if scope == "_block" else tid % 32) == 0
+    return (tid if scope == "_block" else tid % 32) == 0
 
 
 def _cooperative(scope, action):

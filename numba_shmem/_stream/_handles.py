@@ -11,12 +11,19 @@ so there any stream stands for the default one.
 from .._errors import ShmemUsageError
 
 _external = {}  # handle -> numba external stream
+_numba_types = set()  # the classes of numba's streams seen so far
 
 
 def _numba_stream(stream):
     """Whether ``stream`` is numba's own (real or simulated) stream object."""
-    module = type(stream).__module__
-    return module.startswith("numba.cuda") or module.startswith("numba_cuda")
+    kind = type(stream)
+    if kind in _numba_types:
+        return True
+    module = kind.__module__
+    if module.startswith("numba.cuda") or module.startswith("numba_cuda"):
+        _numba_types.add(kind)
+        return True
+    return False
 
 
 def handle_of(stream):
@@ -37,6 +44,30 @@ def handle_of(stream):
     return None
 
 
+def _refuse(stream, name):
+    raise ShmemUsageError(
+        f"shmem.{name}: stream={stream!r} is not a CUDA stream; pass a numba stream, a "
+        "CUstream handle (an int, 0 for the default stream), or a CuPy, PyTorch or "
+        "cuda.core stream")
+
+
+def raw_handle(stream, name):
+    """The ``CUstream`` handle (an int) that ``stream=`` of ``shmem.<name>``
+    stands for (0 for None); an error names the argument and what to pass."""
+    if stream is None:
+        return 0
+    if type(stream) is int:  # the common cases first: a handle...
+        if stream < 0:
+            _refuse(stream, name)
+        return stream
+    if _numba_stream(stream):  # ...or numba's own stream
+        return int(stream.handle)
+    handle = handle_of(stream)
+    if handle is None or handle < 0:
+        _refuse(stream, name)
+    return handle
+
+
 def as_stream(stream, name, backend):
     """The numba stream (or 0, the default stream) that ``stream=`` of
     ``shmem.<name>`` stands for; an error names the argument and what to pass."""
@@ -46,10 +77,7 @@ def as_stream(stream, name, backend):
         return 0 if backend == "sim" else stream
     handle = handle_of(stream)
     if handle is None or handle < 0:
-        raise ShmemUsageError(
-            f"shmem.{name}: stream={stream!r} is not a CUDA stream; pass a numba stream, a "
-            "CUstream handle (an int, 0 for the default stream), or a CuPy, PyTorch or "
-            "cuda.core stream")
+        _refuse(stream, name)
     if handle == 0 or backend == "sim":
         return 0
     found = _external.get(handle)

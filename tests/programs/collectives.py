@@ -151,7 +151,7 @@ def main():
     global HOST
     HOST = sys.argv[1:] in (["host"], ["host_errors"])
     if HOST:  # a 64-byte slice per block: N elements take several blocks, the last one short
-        shmem._host_collectives._CHUNK_BYTES = 64
+        shmem._stream._collectives._CHUNK_BYTES = 64
     shmem.init()
     me, n = shmem.my_pe(), shmem.n_pes()
     if sys.argv[1:] == ["host_errors"]:

@@ -240,7 +240,7 @@ def collective(name, form, dtype, nelems, team, root, chunk, sources, in_place):
     result = None
     if member:
         if form == "host":
-            shmem._host_collectives._CHUNK_BYTES = chunk
+            shmem._stream._collectives._CHUNK_BYTES = chunk
             stream = cuda.stream()
             extra = (root,) if name == "broadcast" else ()
             getattr(shmem, name)(handle, dest, source, nelems, *extra, stream=stream)

@@ -9,7 +9,7 @@ import numpy as np
 from numba import cuda
 
 import numba_shmem as shmem
-from numba_shmem._host_collectives import HOST_COLLECTIVES
+from numba_shmem._stream._collectives import HOST_COLLECTIVES
 
 
 def calls(good, bad, npes):

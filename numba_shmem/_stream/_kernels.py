@@ -1,4 +1,5 @@
-"""The kernels behind the host forms of the collectives.
+"""The kernels the stream tier enqueues: signals and waits that a stream
+memory operation cannot do, quiet, team barriers, and the collectives.
 
 Imported on first use, so that numba.cuda is imported only once the backend has
 been chosen; ``cuda`` is a global here because the simulator replaces it in a
@@ -7,12 +8,17 @@ kernel's globals (a closure over it would escape the simulator).
 
 from numba import cuda
 
-from . import _device_api as api
-from ._arrays import peer_array
-from ._runtime import barrier, sync
+from .. import _device_api as api
+from .._arrays import peer_array
+from .._barriers import barrier, sync
 
 BROADCAST, FCOLLECT, ALLTOALL = range(3)
 _put = api.FUNCTIONS["put_block_nbi"]
+_fence = api.FUNCTIONS["fence"]
+_quiet = api.FUNCTIONS["quiet"]
+_signal_op = api.FUNCTIONS["signal_op"]
+_signal_wait_until = api.FUNCTIONS["signal_wait_until"]
+_put_signal_block = api.FUNCTIONS["put_signal_block"]
 
 
 @cuda.jit
@@ -25,6 +31,33 @@ def team_sync(team):
 def team_barrier(team):
     if cuda.grid(1) == 0:
         barrier(team)
+
+
+@cuda.jit
+def signal_add(sig, value, pe):
+    """SIGNAL_ADD on the stream: after the stream's earlier work (a put), so
+    fenced first (the put's data is seen before the signal)."""
+    if cuda.grid(1) == 0:
+        _fence()
+        _signal_op(sig, value, api.SIGNAL_ADD, pe)
+
+
+@cuda.jit
+def put_signal_add(dest, source, sig, value, pe):
+    """A small put_signal with SIGNAL_ADD: one block copies the bytes, then adds."""
+    _put_signal_block(dest, source, sig, value, api.SIGNAL_ADD, pe)
+
+
+@cuda.jit
+def signal_wait(sig, cmp, value):
+    if cuda.grid(1) == 0:
+        _signal_wait_until(sig, cmp, value)
+
+
+@cuda.jit
+def quiet():
+    if cuda.grid(1) == 0:
+        _quiet()
 
 
 # ``team`` below is the team's row of the device team table: its size, this PE's
@@ -69,3 +102,19 @@ def reduce_kernel(op):
         exec(source, scope)  # noqa: S102  (generated from REDUCE_OPS)
         _REDUCE[op] = cuda.jit(scope["kernel"])
     return _REDUCE[op]
+
+
+_BLOCK = {}
+
+
+def block_kernel(name):
+    """One block running the block collective ``name`` (a name of
+    ``api.COLLECTIVES``): a small collective in one launch, its team
+    synchronization inside."""
+    if name not in _BLOCK:
+        params = api.TABLE[name][0].replace(" ", ", ")
+        source = f"def kernel({params}):\n    collective({params})\n"
+        scope = {"collective": api.FUNCTIONS[name]}
+        exec(source, scope)  # noqa: S102  (one line, from the table's parameters)
+        _BLOCK[name] = cuda.jit(scope["kernel"])
+    return _BLOCK[name]

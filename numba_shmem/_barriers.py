@@ -1,0 +1,47 @@
+"""Barriers and syncs: one Python function each, called on the host or in a
+kernel (the device side is registered in ``_cuda/_device.py``).
+
+On the host they wait for the other PEs through the bootstrap; ``barrier(team,
+stream=s)`` instead enqueues the barrier on a CUDA stream and returns at once.
+"""
+
+from ._runtime import require
+
+
+def barrier_all():
+    """Collective over all PEs, host and device (thread scope). On the host:
+    complete this PE's GPU work, then wait for every PE. In a kernel: complete
+    this PE's puts, atomics and signals, then wait for every PE; launch such a
+    kernel with ``collective_launch``."""
+    runtime = require("barrier_all")
+    runtime.synchronize()
+    runtime.bootstrap.barrier("shmem.barrier_all")
+
+
+def sync_all():
+    """Collective over all PEs, host and device (thread scope): wait until every
+    PE has arrived. Orders memory; completes no outstanding operation."""
+    require("sync_all").bootstrap.barrier("shmem.sync_all")
+
+
+def barrier(team, *, stream=None):
+    """Collective over ``team``, host and device (thread scope): ``barrier_all``
+    for the members of ``team``. On the host with ``stream=s``: enqueue on
+    ``s`` a barrier that completes the puts, signals and atomics issued before
+    it (on ``s``, and by kernels that ran before it) and waits for every member;
+    the call returns at once."""
+    if stream is not None:
+        from ._stream import _rma
+
+        return _rma.barrier_on_stream(team, stream, "barrier")
+    runtime = require("barrier")
+    members = runtime.teams.get(team, "shmem.barrier")
+    runtime.synchronize()
+    runtime.bootstrap.barrier("shmem.barrier", list(members))
+
+
+def sync(team):
+    """Collective over ``team``, host and device (thread scope): ``sync_all``
+    for the members of ``team``."""
+    runtime = require("sync")
+    runtime.bootstrap.barrier("shmem.sync", list(runtime.teams.get(team, "shmem.sync")))

@@ -1,0 +1,221 @@
+"""Host forms of the team collectives, ordered on a CUDA stream.
+
+``shmem.sum_reduce(team, dest, source, nelems, stream=s)`` enqueues its work on
+``s``; collective over ``team``, and complete on every member when the stream is.
+Every member must make the same collective calls on a team in the same order
+(with ``NUMBA_SHMEM_DEBUG=1`` a mismatch is an error on every member). Calls on
+one team from several streams at once are matched in the order each PE issues
+them; order them (one stream per team, or events) to keep their data apart.
+The data moves in a grid of many blocks, each taking a slice of every member's
+part (a one-block kernel would leave most of the GPU idle); one-thread kernels
+around it synchronize the team: ``sync(team)`` before a reduction reads the
+members' sources, ``barrier(team)`` after every collective. A collective that
+fits in one block (at most ``_CHUNK_BYTES`` per member) is one launch of the
+block form instead, its team synchronization inside. On the GPU every launch
+is prepared (``_cuda/_enqueue.py``): a call costs microseconds of host time and
+can be captured into a CUDA graph; an in-place reduction reduces into a
+scratch buffer kept per team, made by its first call of a size (not during a
+capture).
+"""
+
+import functools
+import json
+
+import numpy as np
+
+from .. import _device_api as api
+from .._errors import ShmemUsageError
+from ._tier import stream_of, tier_of
+
+_THREADS = 256
+#: the simulator runs every thread as a Python thread: a warp's worth does the
+#: same work there, many times faster
+_SIM_THREADS = 32
+#: bytes of each member's part one block moves; the grid has at most _MAX_BLOCKS
+_CHUNK_BYTES = 64 << 10
+_MAX_BLOCKS = 1024
+
+
+def _grid(nelems, itemsize):
+    """Blocks, and elements per block (a whole number of 16-byte vectors)."""
+    vector = max(1, 16 // itemsize)
+    per_block = max(vector, _CHUNK_BYTES // itemsize // vector * vector)
+    blocks = -(-nelems // per_block)
+    if blocks > _MAX_BLOCKS:
+        blocks = _MAX_BLOCKS
+        per_block = -(-nelems // blocks // vector) * vector
+    return max(1, blocks), per_block
+
+
+def _checked(tier, name, dest, source, nelems, root, members):
+    """The Targets of dest and source, once every argument is right for
+    ``name``, and whether they are the same array (a reduction in place)."""
+    def fail(message):
+        raise ShmemUsageError(f"shmem.{name}: {message}")
+
+    if isinstance(nelems, bool) or not isinstance(nelems, (int, np.integer)) or nelems < 0:
+        fail(f"nelems must be an int >= 0, got {nelems!r}")
+    op, what = (name.split("_") + [""])[:2]
+    dest_t = tier.targets.symmetric(f"{name} (dest)", "dest", dest)
+    if what in ("reduce", "reducescatter"):  # members read each other's source
+        source_t = tier.targets.symmetric(f"{name} (source)", "source", source)
+    else:
+        source_t = tier.targets.local(name, "source", source)
+        if source_t.host and tier.runtime.backend == "cuda":  # kernels read it
+            fail("source is a numpy array; on the GPU pass a device array (numba, CuPy or "
+                 "PyTorch), e.g. numba.cuda.to_device(source)")
+    if dest_t.dtype != source_t.dtype:
+        fail(f"dest and source must have the same dtype, got {dest_t.dtype} and "
+             f"{source_t.dtype}")
+    if op in api.INT_ONLY_OPS and source_t.dtype.kind == "f":
+        fail(f"{op} needs an integer dtype, got {source_t.dtype}")
+    if name == "broadcast" and not (root and 0 <= root[0] < len(members)):
+        fail(f"root must be a PE of the team (0 to {len(members) - 1}), got "
+             f"{root[0] if root else None!r}")
+    start_d, start_s = dest_t.address, source_t.address
+    end_d, end_s = start_d + dest_t.nbytes, start_s + source_t.nbytes
+    if start_d < end_s and start_s < end_d and not (start_d == start_s and name not in (
+            "fcollect", "alltoall")):
+        fail("dest and source overlap; pass separate arrays" + (
+            "" if name in ("fcollect", "alltoall") else " or the same array (in place)"))
+    many = len(members) * nelems
+    for arg, target, needed in (
+            ("dest", dest_t, many if name in ("fcollect", "alltoall") else nelems),
+            ("source", source_t, many if name == "alltoall" or what == "reducescatter"
+             else nelems)):
+        if target.size < needed:
+            fail(f"{arg} holds {target.size} elements but needs {needed} for nelems={nelems} "
+                 f"on {len(members)} PEs; pass a larger {arg} or a smaller nelems")
+    return dest_t, source_t, start_d == start_s
+
+
+def _agree(runtime, team, members, name, dtype, nelems, root):
+    """Debug mode: every member makes the same call (the collective, nelems,
+    dtype, root), or every member gets an error naming the two calls. Without
+    it, mismatched calls drift the team's barrier counts: wrong data or a hang."""
+    call = [name, int(nelems), str(np.dtype(dtype)), root[0] if root else None]
+    reports = [json.loads(r) for r in runtime.bootstrap.allgather(
+        json.dumps(call).encode(), "a host collective (NUMBA_SHMEM_DEBUG check)",
+        list(members))]
+
+    def describe(r):
+        return f"shmem.{r[0]}(nelems={r[1]}, {r[2]}" + (f", root={r[3]})" if r[3] is not None
+                                                       else ")")
+    for member, report in zip(members, reports):
+        if report != reports[0]:
+            raise ShmemUsageError(
+                f"collective calls on team {team} do not match: PE {members[0]} called "
+                f"{describe(reports[0])} but PE {member} called {describe(report)}; every "
+                "member must make the same collective calls in the same order")
+
+
+@functools.cache
+def _argtypes(kind, dtype):
+    """The argument types of a prepared collective kernel: ``kind`` "block"
+    (team, dest, source, nelems[, root]), "spread", "reduce" or "team"."""
+    from numba.cuda import types
+    from numba.cuda.np.numpy_support import from_dtype
+
+    array = types.Array(from_dtype(np.dtype(dtype)), 1, "C")
+    row = types.Array(types.int32, 1, "C")
+    i64 = types.int64
+    return {"block": (i64, array, array, i64), "block_root": (i64, array, array, i64, i64),
+            "spread": (row, array, array, i64, i64, i64, i64),
+            "reduce": (row, array, array, i64, i64), "team": (i64,)}[kind]
+
+
+def _run_gpu(tier, block_name, team, dest, source, nelems, root, in_place, stream):
+    """Enqueue the collective on the GPU through prepared launches."""
+    kernels = tier.kernels
+    name = block_name[:-len("_block")]
+    kind = name.split("_")
+    reduce_op = kind[0] if kind[-1] in ("reduce", "reducescatter") else None
+    dtype = source.dtype
+    blocks, per_block = _grid(nelems, dtype.itemsize)
+    if blocks == 1 and not in_place:  # one block: one launch
+        kernel = tier.prepared(kernels.block_kernel(block_name),
+                               *_argtypes("block_root" if root else "block", dtype))
+        kernel.launch(1, _THREADS, stream, team, dest.address, dest.size, source.address,
+                      source.size, nelems, *root)
+        return
+    runtime = tier.runtime
+    teams = runtime.teams
+    row_bytes = teams.device.shape[1] * teams.device.dtype.itemsize
+    row = (teams.device.device_ctypes_pointer.value + team * row_bytes, teams.device.shape[1])
+    team_kernel = _argtypes("team", dtype)
+    if reduce_op is None:
+        which = {"broadcast": kernels.BROADCAST, "fcollect": kernels.FCOLLECT,
+                 "alltoall": kernels.ALLTOALL}[name]
+        tier.prepared(kernels.spread, *_argtypes("spread", dtype)).launch(
+            blocks, _THREADS, stream, *row, dest.address, dest.size, source.address,
+            source.size, nelems, which, root[0] if root else 0, per_block)
+    else:
+        # in place, this member's result would overwrite its source while the others
+        # still read it: reduce into scratch, wait for every member, then copy
+        out = (tier.scratch(team, nelems, dtype, stream, name), max(nelems, 1)) if in_place \
+            else (dest.address, dest.size)
+        tier.prepared(kernels.team_sync, *team_kernel).launch(1, 1, stream, team)
+        tier.prepared(kernels.reduce_kernel(reduce_op), *_argtypes("reduce", dtype)).launch(
+            blocks, _THREADS, stream, *row, *out, source.address, source.size, nelems,
+            int(kind[-1] == "reducescatter"))
+        if in_place and nelems:
+            tier.prepared(kernels.team_sync, *team_kernel).launch(1, 1, stream, team)
+            tier.enqueue.copy(dest.address, out[0], nelems * dtype.itemsize, stream)
+    tier.prepared(kernels.team_barrier, *team_kernel).launch(1, 1, stream, team)
+
+
+def _run_sim(runtime, block_name, team, dest, source, nelems, root, in_place):
+    """The same kernels on the simulator, launched through numba (at once)."""
+    from numba import cuda
+
+    from . import _kernels as kernels
+
+    name = block_name[:-len("_block")]
+    kind = name.split("_")
+    reduce_op = kind[0] if kind[-1] in ("reduce", "reducescatter") else None
+    dest, source = dest.reshape(dest.size), source.reshape(source.size)
+    row = cuda.to_device(runtime.teams.row(team))  # the simulator has no device team table
+    blocks, per_block = _grid(nelems, source.dtype.itemsize)
+    threads = _SIM_THREADS
+    if reduce_op is None:
+        which = {"broadcast": kernels.BROADCAST, "fcollect": kernels.FCOLLECT,
+                 "alltoall": kernels.ALLTOALL}[name]
+        kernels.spread[blocks, threads, 0](row, dest, source, nelems, which,
+                                           root[0] if root else 0, per_block)
+    else:
+        out = cuda.device_array(max(1, nelems), dest.dtype) if in_place else dest
+        kernels.team_sync[1, 1, 0](team)
+        kernels.reduce_kernel(reduce_op)[blocks, threads, 0](
+            row, out, source, nelems, kind[-1] == "reducescatter")
+        if in_place and nelems:
+            kernels.team_sync[1, 1, 0](team)
+            dest[:nelems].copy_to_device(out[:nelems])
+    kernels.team_barrier[1, 1, 0](team)
+
+
+def _make(block_name):
+    name = block_name[:-len("_block")]
+
+    def collective(team, dest, source, nelems, *root, stream=0):
+        runtime, tier = tier_of(name)
+        handle = stream_of(runtime, stream, name)
+        members = runtime.teams.get(team, f"shmem.{name}")
+        dest_t, source_t, in_place = _checked(tier, name, dest, source, nelems, root, members)
+        if runtime.config.debug:
+            _agree(runtime, team, members, name, source_t.dtype, nelems, root)
+        if runtime.backend == "sim":
+            _run_sim(runtime, block_name, team, dest, source, nelems, root, in_place)
+        else:
+            _run_gpu(tier, block_name, int(team), dest_t, source_t, int(nelems),
+                     tuple(int(r) for r in root), in_place, handle)
+
+    collective.__name__ = collective.__qualname__ = name
+    collective.__module__ = "numba_shmem"
+    collective.__doc__ = (f"Host. Collective over ``team``: what ``{block_name}`` does, "
+                          "enqueued on ``stream`` (a grid of many blocks moves the data); "
+                          "complete on every member when the stream is.\n\n"
+                          + api.TABLE[block_name][1])
+    return collective
+
+
+HOST_COLLECTIVES = {name[:-len("_block")]: _make(name) for name in api.COLLECTIVES}

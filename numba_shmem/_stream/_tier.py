@@ -1,0 +1,92 @@
+"""What the stream tier keeps for one runtime: the remembered arrays, the
+prepared kernels, the scratch of in-place reductions.
+
+Made on the first stream-tier call after ``init()`` and dropped with the
+runtime; nothing in it outlives ``finalize()``.
+"""
+
+import operator
+
+from .._errors import ShmemUsageError
+from .._runtime import require
+from ._handles import as_stream, raw_handle
+from ._targets import Targets
+
+
+class Tier:
+    def __init__(self, runtime):
+        from . import _kernels
+
+        self.runtime = runtime
+        self.targets = Targets(runtime)
+        self.kernels = _kernels
+        self.enqueue = None  # _cuda/_enqueue.py, on the GPU
+        if runtime.backend == "cuda":
+            from .._cuda import _enqueue
+
+            self.enqueue = _enqueue
+        self._prepared = {}
+        self._scratch = {}  # team -> device array an in-place reduction reduces into
+
+    def prepared(self, kernel, *argtypes):
+        """``kernel`` compiled and prepared for ``argtypes`` (GPU only)."""
+        key = (kernel, argtypes)
+        found = self._prepared.get(key)
+        if found is None:
+            found = self._prepared[key] = self.enqueue.Prepared(kernel, argtypes)
+        return found
+
+    def scratch(self, team, nelems, dtype, stream, name):
+        """A private device array of at least ``nelems`` elements of ``dtype``
+        for ``team``, kept for the next call: made (outside graph capture) the
+        first time a size is needed."""
+        found = self._scratch.get(team)
+        nbytes = nelems * dtype.itemsize
+        if found is None or found.nbytes < nbytes:
+            from numba import cuda
+
+            if self.enqueue.capturing(stream):
+                raise ShmemUsageError(
+                    f"shmem.{name}: an in-place reduction of {nbytes} bytes on team {team} "
+                    "needs a scratch buffer, which cannot be allocated while the stream is "
+                    "captured into a graph; make the same call once before the capture, or "
+                    "pass separate dest and source arrays")
+            found = self._scratch[team] = cuda.device_array(max(nbytes, 1), "u1")
+        return found.device_ctypes_pointer.value
+
+
+def tier_of(name):
+    """(the runtime, its stream tier) for ``shmem.<name>``."""
+    runtime = require(name)
+    found = runtime.stream_tier
+    if found is None:
+        found = runtime.stream_tier = Tier(runtime)
+    return runtime, found
+
+
+def stream_of(runtime, stream, name):
+    """The CUstream handle ``stream=`` stands for on the GPU; on the simulator
+    (where calls run at once) 0, once ``stream`` is known to be a stream."""
+    if runtime.backend == "sim":
+        return as_stream(stream, name, "sim")
+    return raw_handle(stream, name)
+
+
+def peer_base(runtime, pe, name):
+    """The address of PE ``pe``'s heap, or a usage error naming ``pe``."""
+    bases = runtime.heap.backend.bases
+    found = bases.get(pe) if type(pe) is int else None
+    if found is not None:
+        return found
+    try:
+        pe = operator.index(pe)
+    except TypeError:
+        raise ShmemUsageError(f"shmem.{name}: pe must be an int, got {pe!r}") from None
+    size = runtime.bootstrap.size
+    if not 0 <= pe < size:
+        raise ShmemUsageError(f"shmem.{name}: pe={pe} is out of range for {size} PEs "
+                              f"(0..{size - 1})")
+    if pe not in bases:
+        raise ShmemUsageError(f"shmem.{name}: PE {pe} is on another node; only PEs on this "
+                              f"node ({list(bases)}) can be addressed directly")
+    return bases[pe]
