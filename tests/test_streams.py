@@ -62,3 +62,18 @@ def test_graphs_of_every_on_stream_call_and_collective_replay_right():
         "an in-place reduction of 1184 bytes on team 0 needs a scratch buffer, which cannot be "
         "allocated while the stream is captured" in line for line in refused), lines
 
+
+@pytest.mark.parametrize("sample,npes,args", [
+    ("allgather_matmul.py", 2, ["--m", 64, "--k", 48, "--n", 32, "--chunks", 2]),
+    ("allgather_matmul.py", 3, ["--m", 32, "--k", 40, "--n", 24, "--chunks", 4]),
+    ("matmul_reducescatter.py", 2, ["--m", 64, "--k", 48, "--n", 32]),
+    ("matmul_reducescatter.py", 4, ["--m", 32, "--k", 24, "--n", 40]),
+])
+def test_the_overlap_samples_match_numpy_fused_and_unfused(sample, npes, args):
+    from conftest import ROOT
+
+    result = shmem_run(npes, str(ROOT / "samples" / sample), *args, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert len(lines) == 2 * npes and all(line.endswith("(ok)") for line in lines), lines
+    assert sum(": fused: " in line for line in lines) == npes
