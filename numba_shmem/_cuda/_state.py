@@ -20,6 +20,7 @@ from numba.cuda.cudadrv.linkable_code import PTXSource
 
 from .._errors import ShmemUsageError
 from ._driver import call
+from ._enqueue import outside_capture
 
 SYMBOL = "numba_shmem_state"
 
@@ -68,8 +69,6 @@ def _load_state(object_code):
     """numba calls this once for every module it loads that links the state.
     The copies go on the runtime's own non-blocking stream, outside any graph
     capture under way (a module may first be needed while one is)."""
-    from ._enqueue import outside_capture
-
     runtime = _current_state()
     stream = runtime.setup_stream
     with outside_capture():

@@ -18,7 +18,6 @@ scratch buffer kept per team, made by its first call of a size (not during a
 capture).
 """
 
-import functools
 import json
 
 import numpy as np
@@ -109,21 +108,6 @@ def _agree(runtime, team, members, name, dtype, nelems, root):
                 "member must make the same collective calls in the same order")
 
 
-@functools.cache
-def _argtypes(kind, dtype):
-    """The argument types of a prepared collective kernel: ``kind`` "block"
-    (team, dest, source, nelems[, root]), "spread", "reduce" or "team"."""
-    from numba.cuda import types
-    from numba.cuda.np.numpy_support import from_dtype
-
-    array = types.Array(from_dtype(np.dtype(dtype)), 1, "C")
-    row = types.Array(types.int32, 1, "C")
-    i64 = types.int64
-    return {"block": (i64, array, array, i64), "block_root": (i64, array, array, i64, i64),
-            "spread": (row, array, array, i64, i64, i64, i64),
-            "reduce": (row, array, array, i64, i64), "team": (i64,)}[kind]
-
-
 def _run_gpu(tier, block_name, team, dest, source, nelems, root, in_place, stream):
     """Enqueue the collective on the GPU through prepared launches."""
     kernels = tier.kernels
@@ -134,7 +118,7 @@ def _run_gpu(tier, block_name, team, dest, source, nelems, root, in_place, strea
     blocks, per_block = _grid(nelems, dtype.itemsize)
     if blocks == 1 and not in_place:  # one block: one launch
         kernel = tier.prepared(kernels.block_kernel(block_name),
-                               *_argtypes("block_root" if root else "block", dtype))
+                               "block_root" if root else "block", dtype)
         kernel.launch(1, _THREADS, stream, team, dest.address, dest.size, source.address,
                       source.size, nelems, *root)
         return
@@ -142,11 +126,10 @@ def _run_gpu(tier, block_name, team, dest, source, nelems, root, in_place, strea
     teams = runtime.teams
     row_bytes = teams.device.shape[1] * teams.device.dtype.itemsize
     row = (teams.device.device_ctypes_pointer.value + team * row_bytes, teams.device.shape[1])
-    team_kernel = _argtypes("team", dtype)
     if reduce_op is None:
         which = {"broadcast": kernels.BROADCAST, "fcollect": kernels.FCOLLECT,
                  "alltoall": kernels.ALLTOALL}[name]
-        tier.prepared(kernels.spread, *_argtypes("spread", dtype)).launch(
+        tier.prepared(kernels.spread, "spread", dtype).launch(
             blocks, _THREADS, stream, *row, dest.address, dest.size, source.address,
             source.size, nelems, which, root[0] if root else 0, per_block)
     else:
@@ -154,14 +137,14 @@ def _run_gpu(tier, block_name, team, dest, source, nelems, root, in_place, strea
         # still read it: reduce into scratch, wait for every member, then copy
         out = (tier.scratch(team, nelems, dtype, stream, name), max(nelems, 1)) if in_place \
             else (dest.address, dest.size)
-        tier.prepared(kernels.team_sync, *team_kernel).launch(1, 1, stream, team)
-        tier.prepared(kernels.reduce_kernel(reduce_op), *_argtypes("reduce", dtype)).launch(
+        tier.prepared(kernels.team_sync, "team").launch(1, 1, stream, team)
+        tier.prepared(kernels.reduce_kernel(reduce_op), "reduce", dtype).launch(
             blocks, _THREADS, stream, *row, *out, source.address, source.size, nelems,
             int(kind[-1] == "reducescatter"))
         if in_place and nelems:
-            tier.prepared(kernels.team_sync, *team_kernel).launch(1, 1, stream, team)
+            tier.prepared(kernels.team_sync, "team").launch(1, 1, stream, team)
             tier.enqueue.copy(dest.address, out[0], nelems * dtype.itemsize, stream)
-    tier.prepared(kernels.team_barrier, *team_kernel).launch(1, 1, stream, team)
+    tier.prepared(kernels.team_barrier, "team").launch(1, 1, stream, team)
 
 
 def _run_sim(runtime, block_name, team, dest, source, nelems, root, in_place):

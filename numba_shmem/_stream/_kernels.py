@@ -6,6 +6,9 @@ been chosen; ``cuda`` is a global here because the simulator replaces it in a
 kernel's globals (a closure over it would escape the simulator).
 """
 
+import functools
+
+import numpy as np
 from numba import cuda
 
 from .. import _device_api as api
@@ -118,3 +121,21 @@ def block_kernel(name):
         exec(source, scope)  # noqa: S102  (one line, from the table's parameters)
         _BLOCK[name] = cuda.jit(scope["kernel"])
     return _BLOCK[name]
+
+
+@functools.cache
+def argtypes(kind, dtype=np.uint8):
+    """The argument types (numba types) that the stream tier prepares the kernels
+    of ``kind`` for; ``dtype``: the data's, for the collectives."""
+    from numba.cuda import types
+    from numba.cuda.np.numpy_support import from_dtype
+
+    i64, u64 = types.int64, types.uint64
+    sig = types.Array(u64, 1, "C")
+    data = types.Array(from_dtype(np.dtype(dtype)), 1, "C")  # bytes, or the collective's dtype
+    row = types.Array(types.int32, 1, "C")  # a team's row of the device team table
+    return {"signal_add": (sig, u64, i64), "put_signal_add": (data, data, sig, u64, i64),
+            "signal_wait": (sig, i64, u64), "team": (i64,), "none": (),
+            "block": (i64, data, data, i64), "block_root": (i64, data, data, i64, i64),
+            "spread": (row, data, data, i64, i64, i64, i64),
+            "reduce": (row, data, data, i64, i64)}[kind]

@@ -11,8 +11,6 @@ memory operation or a prepared kernel launch), so it can be captured into a
 CUDA graph. On the simulator the calls run at once, in call order.
 """
 
-import functools
-
 import numpy as np
 
 from .. import _device_api as api
@@ -146,14 +144,15 @@ def _signal(runtime, tier, name, checked, sig, sig_op, pe, handle):
     if sig_op == api.SIGNAL_SET:
         tier.enqueue.write_value(base + target.offset, value, handle)
     else:  # no stream memory operation adds: one thread does
-        tier.prepared(tier.kernels.signal_add, *_argtypes("signal_add")).launch(
+        tier.prepared(tier.kernels.signal_add, "signal_add").launch(
             1, 1, handle, target.address, target.size, value, pe)
 
 
 def put_signal(dest, source, sig, value, sig_op, pe, *, stream=0):
     """Host. On ``stream``: copy ``source`` into ``dest`` on PE ``pe`` (on the
-    copy engine), then update ``sig`` there by ``sig_op`` with ``value``;
-    whoever sees the signal sees the data. Returns at once."""
+    copy engine; a SIGNAL_ADD one of at most ONE_KERNEL_BYTES from device memory
+    in one kernel with its signal), then update ``sig`` there by ``sig_op``
+    with ``value``; whoever sees the signal sees the data. Returns at once."""
     runtime, tier = tier_of("put_signal")
     handle = stream_of(runtime, stream, "put_signal")
     checked = _signal_checked(runtime, tier, "put_signal", sig, value, sig_op, pe)
@@ -163,7 +162,7 @@ def put_signal(dest, source, sig, value, sig_op, pe, *, stream=0):
             local.nbytes <= ONE_KERNEL_BYTES:
         # no stream memory operation adds: a small put and its signal are one kernel
         target, value = checked[:2]
-        tier.prepared(tier.kernels.put_signal_add, *_argtypes("put_signal_add")).launch(
+        tier.prepared(tier.kernels.put_signal_add, "put_signal_add").launch(
             1, 256, handle, remote.address, local.nbytes, local.address, local.nbytes,
             target.address, target.size, value, pe)
         return
@@ -205,7 +204,7 @@ def signal_wait_until(sig, cmp, value, *, stream=0):
             return tier.enqueue.wait_value(target.address, value, handle)
         if value == 0 and cmp in (api.CMP_NE, api.CMP_GT):
             return tier.enqueue.wait_value(target.address, 0, handle, nonzero=True)
-    tier.prepared(tier.kernels.signal_wait, *_argtypes("signal_wait")).launch(
+    tier.prepared(tier.kernels.signal_wait, "signal_wait").launch(
         1, 1, handle, target.address, target.size, cmp, value)
 
 
@@ -217,7 +216,7 @@ def quiet(*, stream=0):
     handle = stream_of(runtime, stream, "quiet")
     if runtime.backend == "sim":
         return  # every put is complete when it returns
-    tier.prepared(tier.kernels.quiet).launch(1, 1, handle)
+    tier.prepared(tier.kernels.quiet, "none").launch(1, 1, handle)
 
 
 def barrier_on_stream(team, stream, name):
@@ -228,23 +227,10 @@ def barrier_on_stream(team, stream, name):
     if runtime.backend == "sim":  # one block, run at once
         tier.kernels.team_barrier[1, 1, 0](team)
     else:
-        tier.prepared(tier.kernels.team_barrier, *_argtypes("team")).launch(1, 1, handle,
-                                                                           int(team))
+        tier.prepared(tier.kernels.team_barrier, "team").launch(1, 1, handle, int(team))
 
 
 def barrier_all_on_stream(stream=0):
     """Collective over all PEs. Host. Enqueue on ``stream`` a barrier that
     completes the puts issued before it and waits for every PE."""
     barrier_on_stream(TEAM_WORLD, stream, "barrier_all_on_stream")
-
-
-@functools.cache
-def _argtypes(kind):
-    """The argument types of the kernels launched here (numba types, made on first use)."""
-    from numba.cuda import types
-
-    sig = types.Array(types.uint64, 1, "C")
-    data = types.Array(types.uint8, 1, "C")
-    return {"signal_add": (sig, types.uint64, types.int64),
-            "put_signal_add": (data, data, sig, types.uint64, types.int64),
-            "signal_wait": (sig, types.int64, types.uint64), "team": (types.int64,)}[kind]

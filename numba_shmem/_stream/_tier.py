@@ -7,6 +7,8 @@ runtime; nothing in it outlives ``finalize()``.
 
 import operator
 
+import numpy as np
+
 from .._errors import ShmemUsageError
 from .._runtime import require
 from ._handles import as_stream, raw_handle
@@ -28,12 +30,14 @@ class Tier:
         self._prepared = {}
         self._scratch = {}  # team -> device array an in-place reduction reduces into
 
-    def prepared(self, kernel, *argtypes):
-        """``kernel`` compiled and prepared for ``argtypes`` (GPU only)."""
-        key = (kernel, argtypes)
+    def prepared(self, kernel, kind, dtype=np.uint8):
+        """``kernel`` compiled and prepared (GPU only) for the argument types of
+        ``kind`` (``_kernels.argtypes``)."""
+        key = (kernel, kind, dtype)
         found = self._prepared.get(key)
         if found is None:
-            found = self._prepared[key] = self.enqueue.Prepared(kernel, argtypes)
+            found = self._prepared[key] = self.enqueue.Prepared(
+                kernel, self.kernels.argtypes(kind, dtype))
         return found
 
     def scratch(self, team, nelems, dtype, stream, name):
