@@ -37,9 +37,9 @@ def peer_array(arr, pe):
     return peer_view(arr, pe, "shmem.peer_array")
 
 
-def peer_view(arr, pe, what):
-    """``peer_array`` for the library's own callers; errors name ``what``."""
-    runtime = require(what)
+def checked_pe(runtime, pe, what):
+    """``pe`` as an int, once it is a PE this one can address directly; else a
+    usage error that names ``what``."""
     try:
         pe = operator.index(pe)
     except TypeError:
@@ -47,10 +47,17 @@ def peer_view(arr, pe, what):
     size = runtime.bootstrap.size
     if not 0 <= pe < size:
         raise ShmemUsageError(f"{what}: pe={pe} is out of range for {size} PEs (0..{size - 1})")
-    backend = runtime.heap.backend
-    if pe not in backend.bases:
+    bases = runtime.heap.backend.bases
+    if pe not in bases:
         raise ShmemUsageError(
             f"{what}: PE {pe} is on another node; only PEs on this node "
-            f"({list(backend.bases)}) can be addressed directly")
+            f"({list(bases)}) can be addressed directly")
+    return pe
+
+
+def peer_view(arr, pe, what):
+    """``peer_array`` for the library's own callers; errors name ``what``."""
+    runtime = require(what)
+    pe = checked_pe(runtime, pe, what)
     offset = runtime.heap.offset_of(arr, what)
-    return backend.view(pe, offset, arr.shape, np.dtype(arr.dtype), arr.strides)
+    return runtime.heap.backend.view(pe, offset, arr.shape, np.dtype(arr.dtype), arr.strides)

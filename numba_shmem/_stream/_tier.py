@@ -5,10 +5,9 @@ Made on the first stream-tier call after ``init()`` and dropped with the
 runtime; nothing in it outlives ``finalize()``.
 """
 
-import operator
-
 import numpy as np
 
+from .._arrays import checked_pe
 from .._errors import ShmemUsageError
 from .._runtime import require
 from ._handles import as_stream, raw_handle
@@ -82,15 +81,4 @@ def peer_base(runtime, pe, name):
     found = bases.get(pe) if type(pe) is int else None
     if found is not None:
         return found
-    try:
-        pe = operator.index(pe)
-    except TypeError:
-        raise ShmemUsageError(f"shmem.{name}: pe must be an int, got {pe!r}") from None
-    size = runtime.bootstrap.size
-    if not 0 <= pe < size:
-        raise ShmemUsageError(f"shmem.{name}: pe={pe} is out of range for {size} PEs "
-                              f"(0..{size - 1})")
-    if pe not in bases:
-        raise ShmemUsageError(f"shmem.{name}: PE {pe} is on another node; only PEs on this "
-                              f"node ({list(bases)}) can be addressed directly")
-    return bases[pe]
+    return bases[checked_pe(runtime, pe, f"shmem.{name}")]
