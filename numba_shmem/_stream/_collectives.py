@@ -108,68 +108,66 @@ def _agree(runtime, team, members, name, dtype, nelems, root):
                 "member must make the same collective calls in the same order")
 
 
-def _run_gpu(tier, block_name, team, dest, source, nelems, root, in_place, stream):
+class _Plan:
+    """What a host collective does, worked out once per collective: its name, the
+    block form, and for a reduction its op and whether it scatters."""
+
+    def __init__(self, block_name):
+        self.block_name = block_name
+        self.name = block_name[:-len("_block")]
+        kind = self.name.split("_")
+        self.reduce_op = kind[0] if kind[-1] in ("reduce", "reducescatter") else None
+        self.scatter = int(kind[-1] == "reducescatter")
+
+
+def _run_gpu(tier, plan, team, dest, source, nelems, root, in_place, stream):
     """Enqueue the collective on the GPU through prepared launches."""
     kernels = tier.kernels
-    name = block_name[:-len("_block")]
-    kind = name.split("_")
-    reduce_op = kind[0] if kind[-1] in ("reduce", "reducescatter") else None
     dtype = source.dtype
     blocks, per_block = _grid(nelems, dtype.itemsize)
     if blocks == 1 and not in_place:  # one block: one launch
-        kernel = tier.prepared(kernels.block_kernel(block_name),
+        kernel = tier.prepared(kernels.block_kernel(plan.block_name),
                                "block_root" if root else "block", dtype)
         kernel.launch(1, _THREADS, stream, team, dest.address, dest.size, source.address,
                       source.size, nelems, *root)
         return
-    runtime = tier.runtime
-    teams = runtime.teams
-    row_bytes = teams.device.shape[1] * teams.device.dtype.itemsize
-    row = (teams.device.device_ctypes_pointer.value + team * row_bytes, teams.device.shape[1])
-    if reduce_op is None:
-        which = {"broadcast": kernels.BROADCAST, "fcollect": kernels.FCOLLECT,
-                 "alltoall": kernels.ALLTOALL}[name]
+    row = tier.team_row(team)
+    if plan.reduce_op is None:
         tier.prepared(kernels.spread, "spread", dtype).launch(
             blocks, _THREADS, stream, *row, dest.address, dest.size, source.address,
-            source.size, nelems, which, root[0] if root else 0, per_block)
+            source.size, nelems, kernels.SPREAD[plan.name], root[0] if root else 0, per_block)
     else:
         # in place, this member's result would overwrite its source while the others
         # still read it: reduce into scratch, wait for every member, then copy
-        out = (tier.scratch(team, nelems, dtype, stream, name), max(nelems, 1)) if in_place \
-            else (dest.address, dest.size)
+        out = (tier.scratch(team, nelems, dtype, stream, plan.name), max(nelems, 1)) \
+            if in_place else (dest.address, dest.size)
         tier.prepared(kernels.team_sync, "team").launch(1, 1, stream, team)
-        tier.prepared(kernels.reduce_kernel(reduce_op), "reduce", dtype).launch(
+        tier.prepared(kernels.reduce_kernel(plan.reduce_op), "reduce", dtype).launch(
             blocks, _THREADS, stream, *row, *out, source.address, source.size, nelems,
-            int(kind[-1] == "reducescatter"))
+            plan.scatter)
         if in_place and nelems:
             tier.prepared(kernels.team_sync, "team").launch(1, 1, stream, team)
             tier.enqueue.copy(dest.address, out[0], nelems * dtype.itemsize, stream)
     tier.prepared(kernels.team_barrier, "team").launch(1, 1, stream, team)
 
 
-def _run_sim(runtime, block_name, team, dest, source, nelems, root, in_place):
+def _run_sim(tier, plan, team, dest, source, nelems, root, in_place):
     """The same kernels on the simulator, launched through numba (at once)."""
     from numba import cuda
 
-    from . import _kernels as kernels
-
-    name = block_name[:-len("_block")]
-    kind = name.split("_")
-    reduce_op = kind[0] if kind[-1] in ("reduce", "reducescatter") else None
+    kernels = tier.kernels
     dest, source = dest.reshape(dest.size), source.reshape(source.size)
-    row = cuda.to_device(runtime.teams.row(team))  # the simulator has no device team table
+    row = cuda.to_device(tier.runtime.teams.row(team))  # the simulator has no device table
     blocks, per_block = _grid(nelems, source.dtype.itemsize)
     threads = _SIM_THREADS
-    if reduce_op is None:
-        which = {"broadcast": kernels.BROADCAST, "fcollect": kernels.FCOLLECT,
-                 "alltoall": kernels.ALLTOALL}[name]
-        kernels.spread[blocks, threads, 0](row, dest, source, nelems, which,
+    if plan.reduce_op is None:
+        kernels.spread[blocks, threads, 0](row, dest, source, nelems, kernels.SPREAD[plan.name],
                                            root[0] if root else 0, per_block)
     else:
         out = cuda.device_array(max(1, nelems), dest.dtype) if in_place else dest
         kernels.team_sync[1, 1, 0](team)
-        kernels.reduce_kernel(reduce_op)[blocks, threads, 0](
-            row, out, source, nelems, kind[-1] == "reducescatter")
+        kernels.reduce_kernel(plan.reduce_op)[blocks, threads, 0](
+            row, out, source, nelems, plan.scatter)
         if in_place and nelems:
             kernels.team_sync[1, 1, 0](team)
             dest[:nelems].copy_to_device(out[:nelems])
@@ -177,7 +175,8 @@ def _run_sim(runtime, block_name, team, dest, source, nelems, root, in_place):
 
 
 def _make(block_name):
-    name = block_name[:-len("_block")]
+    plan = _Plan(block_name)
+    name = plan.name
 
     def collective(team, dest, source, nelems, *root, stream=0):
         runtime, tier = tier_of(name)
@@ -187,16 +186,16 @@ def _make(block_name):
         if runtime.config.debug:
             _agree(runtime, team, members, name, source_t.dtype, nelems, root)
         if runtime.backend == "sim":
-            _run_sim(runtime, block_name, team, dest, source, nelems, root, in_place)
+            _run_sim(tier, plan, team, dest, source, nelems, root, in_place)
         else:
-            _run_gpu(tier, block_name, int(team), dest_t, source_t, int(nelems),
+            _run_gpu(tier, plan, int(team), dest_t, source_t, int(nelems),
                      tuple(int(r) for r in root), in_place, handle)
 
     collective.__name__ = collective.__qualname__ = name
     collective.__module__ = "numba_shmem"
     collective.__doc__ = (f"Host. Collective over ``team``: what ``{block_name}`` does, "
-                          "enqueued on ``stream`` (a grid of many blocks moves the data); "
-                          "complete on every member when the stream is.\n\n"
+                          "enqueued on ``stream`` (one block, or a grid of many blocks, moves "
+                          "the data); complete on every member when the stream is.\n\n"
                           + api.TABLE[block_name][1])
     return collective
 

@@ -16,6 +16,8 @@ from .._arrays import peer_array
 from .._barriers import barrier, sync
 
 BROADCAST, FCOLLECT, ALLTOALL = range(3)
+#: the collectives ``spread`` does, by name
+SPREAD = {"broadcast": BROADCAST, "fcollect": FCOLLECT, "alltoall": ALLTOALL}
 _put = api.FUNCTIONS["put_block_nbi"]
 _fence = api.FUNCTIONS["fence"]
 _quiet = api.FUNCTIONS["quiet"]

@@ -28,6 +28,14 @@ class Tier:
             self.enqueue = _enqueue
         self._prepared = {}
         self._scratch = {}  # team -> device array an in-place reduction reduces into
+        table = runtime.teams.device  # int32[MAX_TEAMS, n_pes + 2] on the GPU, else None
+        self._table = None if table is None else (
+            table.device_ctypes_pointer.value, table.shape[1], table.shape[1] * table.dtype.itemsize)
+
+    def team_row(self, team):
+        """(address, entries) of ``team``'s row of the device team table (GPU)."""
+        base, entries, row_bytes = self._table
+        return base + team * row_bytes, entries
 
     def prepared(self, kernel, kind, dtype=np.uint8):
         """``kernel`` compiled and prepared (GPU only) for the argument types of
