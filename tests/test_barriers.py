@@ -68,12 +68,16 @@ def test_barrier_ptx_releases_acquires_and_backs_off():
     result = python("ptx_barrier.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
     assert result.returncode == 0, result.stderr
     ptx = result.stdout
-    for instruction in ("fence.sc.sys", "fence.acq_rel.sys", "red.relaxed.sys.max.u64",
+    for instruction in ("fence.sc.sys", "fence.acq_rel.sys", "fence.sc.gpu", "fence.acq_rel.gpu",
+                        "red.relaxed.sys.max.u64",
                         "ld.acquire.sys.b64", "nanosleep.u32", "bar.sync", "bar.warp.sync"):
         assert instruction in ptx, instruction
     # one fence, then relaxed publishes (before: a release on every member's slot)
     assert "red.release" not in ptx
-    assert ptx.index("fence.sc.sys") < ptx.index("red.relaxed.sys.max.u64")
+    # (the likely, one-GPU path is laid out in line; fence.sc.sys is branched to)
+    assert ptx.index("fence.sc.gpu") < ptx.index("red.relaxed.sys.max.u64")
+    # the epoch's atomic is issued before the fence: their round trips overlap
+    assert ptx.index("atom.relaxed.gpu.add.u64") < ptx.index("fence.sc.gpu")
     # the epoch: one atomic step (before: a load and a store, which two streams'
     # barriers on one team could interleave)
     assert "atom.relaxed.gpu.add.u64" in ptx

@@ -110,7 +110,8 @@ _SCOPE = {
     "_block": ("", _BLOCK_RANK, _BLOCK_SIZE, "    cuda.syncthreads()\n", f"{_BLOCK_RANK} == 0"),
 }
 
-_NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy8": _copy8,
+_NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4,
+              "_copy8": _copy8,
               "_copy4": _copy4, "_copy2": _copy2, "_copy1": _copy1, "min": min,
               "_remote": _remote, "_addr": _addr, "_signal_release": _signal_release}
 
@@ -450,6 +451,10 @@ _SYNC = """
     # atomic, and published with max: barriers on one team from two streams
     # at once each get an epoch of their own, and no slot ever goes back
     epoch = _next_epoch(epoch_at)
+    # one fence before the relaxed publishes (after the epoch's atomic, so
+    # that the two round trips overlap): quiet also completes this PE's puts
+    # (barrier); a release fence only orders them (sync)
+FENCE
     for j in range(size):
         _publish_epoch(_peer_of(base + 8 * me, _team_entry(TEAM, 2 + j), NAME), epoch)
     start = _now() if DEBUG else 0
@@ -472,10 +477,14 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
     setup, _start, _stride, sync, leader = _SCOPE[scope]
     team = "team" if name in ("barrier", "sync") else "0"
     body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team).replace(
-        "BACKOFF\n", _indent(_BACKOFF, 3))
-    # one fence before the relaxed publishes: quiet also completes this PE's
-    # puts (barrier); a release fence only orders them (sync)
-    body = ("    _quiet()\n" if complete else "    _fence()\n") + body
+        "BACKOFF\n", _indent(_BACKOFF, 3)).replace(
+        "FENCE\n", "    _quiet()\n" if complete else "    _fence()\n")
+    if team == "0":
+        # the world's row of the team table is known: no loads from it (after
+        # the previous barrier's acquires they would each go to L2)
+        body = body.replace("_team_entry(0, 0)", "n").replace(
+            "_team_entry(0, 1)", "_my_pe()").replace("_team_entry(0, 2 + j)", "j")
+        assert "_team_entry" not in body
     params = "team" if team == "team" else ""
     if scope:
         # the leader's early return must not skip the scope's closing synchronization

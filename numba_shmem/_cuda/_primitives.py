@@ -134,24 +134,30 @@ def _signal_update(typingctx, address, value, sig_op):
     return types.void(address, value, sig_op), codegen
 
 
+def _by_scope(context, builder, emit):
+    """``emit(scope)`` for the narrowest scope that covers every PE of the job:
+    ``gpu`` when they all run on this GPU (an ordering or completion there
+    waits for this GPU's memory only, about 0.3 us less per fence on an H200),
+    else ``sys``. One uniform branch on the device state."""
+    from ._state import load_field
+
+    one_gpu = builder.icmp_unsigned("!=", load_field(context, builder, "one_gpu"),
+                                    ir.Constant(ir.IntType(32), 0))
+    with builder.if_else(one_gpu, likely=True) as (gpu, system):
+        with gpu:
+            emit("gpu")
+        with system:
+            emit("sys")
+
+
 @intrinsic
 def _signal_release(typingctx, address, value, sig_op):
     """The signal of put_signal: a release update, so that the data this thread
     wrote (or saw written, through a block or warp synchronization) is visible
-    to whoever acquires the signal. Its scope is the GPU when every PE of the
-    job runs on this GPU (a release there waits for this GPU's memory only),
-    else the system."""
+    to whoever acquires the signal, at the scope that covers every PE."""
     def codegen(context, builder, sig, args):
-        from ._state import load_field
-
         def scopes(emit):
-            one_gpu = builder.icmp_unsigned("!=", load_field(context, builder, "one_gpu"),
-                                            ir.Constant(ir.IntType(32), 0))
-            with builder.if_else(one_gpu, likely=True) as (gpu, system):
-                with gpu:
-                    emit("release.gpu")
-                with system:
-                    emit("release.sys")
+            _by_scope(context, builder, lambda scope: emit(f"release.{scope}"))
         return _signal_codegen(context, builder, sig, args, scopes)
     return types.void(address, value, sig_op), codegen
 
@@ -201,16 +207,19 @@ def _compare(typingctx, value, cmp, target):
 
 @intrinsic
 def _fence(typingctx):
+    """fence.acq_rel: orders this thread's earlier puts, atomics and signals
+    before its later ones, toward every PE."""
     def codegen(context, builder, sig, args):
-        _ptx.fence(builder, "acq_rel")
+        _by_scope(context, builder, lambda scope: _ptx.fence(builder, "acq_rel", scope))
         return context.get_dummy_value()
     return types.void(), codegen
 
 
 @intrinsic
 def _quiet(typingctx):
+    """fence.sc: also waits until they are performed at every PE."""
     def codegen(context, builder, sig, args):
-        _ptx.fence(builder, "sc")
+        _by_scope(context, builder, lambda scope: _ptx.fence(builder, "sc", scope))
         return context.get_dummy_value()
     return types.void(), codegen
 

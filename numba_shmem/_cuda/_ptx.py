@@ -72,9 +72,9 @@ def atomic(builder, op, ptx_type, address, value, compare=None, fetch=True):
     return None
 
 
-def fence(builder, sem="sc"):
-    """``fence.<sem>.sys``: ``acq_rel`` orders, ``sc`` also completes."""
-    asm(builder, ir.VoidType(), f"fence.{sem}.sys;", "", [])
+def fence(builder, sem="sc", scope="sys"):
+    """``fence.<sem>.<scope>``: ``acq_rel`` orders, ``sc`` also completes."""
+    asm(builder, ir.VoidType(), f"fence.{sem}.{scope};", "", [])
 
 
 def nanosleep(builder, nanoseconds):
