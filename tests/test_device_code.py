@@ -50,3 +50,11 @@ def test_a_job_larger_than_the_constant_peer_table_is_refused_at_init():
     assert result.stdout.strip() == (
         "EXPECTED ShmemUsageError: this job has 2049 PEs; on the GPU numba-shmem supports up "
         "to 2048 (their heap addresses live in constant memory); start at most 2048 PEs")
+
+
+def test_the_copy_loop_writes_every_byte_once_in_whole_elements():
+    """The source of every put/get loop, run in Python thread by thread on
+    random addresses, sizes, group sizes and element widths."""
+    result = python("copy_plan.py", 2000, 1, env={"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok 2000 cases"

@@ -1,0 +1,77 @@
+"""Run the GPU copy loop's generated source in Python, one thread after another,
+on random cases (addresses, sizes, group sizes, element widths), and check what
+it writes: every byte of the destination exactly once, from the same offset of
+the source, in pieces no narrower than an element and aligned to their width;
+and where the plan promises it, no thread copies two pieces.
+
+    copy_plan.py CASES SEED
+
+Prints ``ok N cases`` or raises. Needs no GPU (the CUDA backend's source text only).
+"""
+
+import sys
+
+import numpy as np
+
+import numba_shmem  # noqa: F401
+from numba_shmem._cuda import _device
+
+
+def run(source, dst, src, nbytes, stride):
+    """The pieces (dst, src, width) each thread of the group copies."""
+    pieces = {}
+    for start in range(stride):
+        mine = pieces[start] = []
+
+        def copier(width):
+            return lambda d, s: mine.append((d, s, width))
+
+        def copy16x4(d, s, step):
+            mine.extend((d + k * step, s + k * step, 16) for k in range(4))
+
+        scope = {"_copy16": copier(16), "_copy16x4": copy16x4, "_step": lambda i, n: i + n,
+                 **{f"_copy{w}": copier(w) for w in (8, 4, 2, 1)},
+                 "dst": dst, "src": src, "nbytes": nbytes, "start": start, "stride": stride}
+        exec(source, scope)  # noqa: S102
+    return pieces
+
+
+def check(dst, src, nbytes, stride, width, source):
+    pieces = run(source, dst, src, nbytes, stride)
+    written = np.zeros(nbytes, np.int64)
+    for d, s, w in (p for mine in pieces.values() for p in mine):
+        where = (dst, src, nbytes, stride, width, d, w)
+        assert w >= width and d % w == 0 and s % w == 0, where
+        assert s - src == d - dst and dst <= d and d + w <= dst + nbytes, where
+        written[d - dst:d - dst + w] += 1
+    assert (written == 1).all(), (dst, src, nbytes, stride, width, np.flatnonzero(written != 1))
+    # one load per thread: at most 8 bytes per thread in 8-byte pieces, or
+    # vectors beside the head and the tail on threads of their own
+    busiest = max(len(mine) for mine in pieces.values())
+    small = nbytes <= 8 * stride and (dst | src | nbytes) % 8 == 0
+    spread = ((dst - src) % 16 == 0 and nbytes > 8 * stride and stride >= 64
+              and nbytes // 16 + 2 <= stride - 32)
+    assert busiest <= 1 or not (small or spread), (dst, src, nbytes, stride, width, busiest)
+
+
+def main():
+    cases, seed = int(sys.argv[1]), int(sys.argv[2])
+    rng = np.random.default_rng(seed)
+    # the source is a function body: dedent it and compile it once per width
+    sources = {w: compile("".join(line[4:] + "\n"
+                                  for line in _device._copy_source(w).splitlines()),
+                          f"copy_source({w})", "exec") for w in (1, 2, 4, 8)}
+    for _ in range(cases):
+        width = int(rng.choice([1, 2, 4, 8]))
+        base = 1 << 21
+        dst = base + width * int(rng.integers(0, 64 // width))
+        # half the cases share dst's offset from a 16-byte boundary
+        src = base * 2 + (dst % 16 if rng.random() < 0.5 else width * int(rng.integers(0, 16)))
+        nbytes = width * int(rng.choice([rng.integers(0, 48), rng.integers(0, 2000)]))
+        stride = int(rng.choice([1, 3, 17, 32, 33, 64, 256]))
+        check(dst, src, nbytes, stride, width, sources[width])
+    sys.stdout.write(f"ok {cases} cases\n")
+
+
+if __name__ == "__main__":
+    main()
