@@ -178,7 +178,10 @@ def main():
             blocks = run()
             shmem.barrier_all()
             times[name] = time.perf_counter() - start
-        wrong = int(np.count_nonzero(results.copy_to_host() != expected))
+        # the GPU fuses a * b + c into one rounding (FMA), numpy rounds twice:
+        # the last bit may differ, nothing more
+        wrong = int(np.count_nonzero(~np.isclose(results.copy_to_host(), expected,
+                                                 rtol=1e-13, atol=0)))
         line = f"PE {me}: {name}: {tasks} tasks, {wrong} wrong elements"
         if name == "persistent kernel":
             counts = executed.copy_to_host()
