@@ -1,8 +1,14 @@
-"""Benchmark: put_block / put_block_nbi bandwidth, put_signal ping-pong, p and
-atomic latencies, atomic_add throughput, with 2 PEs (on one GPU through MPS, or
-one per GPU), each beside a baseline measured in the same run.
+"""Benchmark: put_block / put_block_nbi bandwidth, put_warp, thread-scope put and
+get_block bandwidth, put_signal ping-pong, p and atomic latencies, atomic_add
+throughput, with 2 PEs (on one GPU through MPS, or one per GPU), each beside a
+baseline measured in the same run.
 
     python benchmarks/rma.py [--max-bytes 268435456] [--json out.json] [--png out.png]
+                             [--nvshmem nvshmem.json]
+
+With ``--nvshmem``, the output of ``benchmarks/nvshmem/run.sh`` (NVSHMEM doing the
+scope rows' work on the same grid), the scope rows print NVSHMEM's figures and
+the ratio beside ours.
 """
 
 import argparse
@@ -19,6 +25,8 @@ def main():
     parser.add_argument("--max-bytes", type=int, default=256 << 20)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--png", type=Path)
+    parser.add_argument("--nvshmem", type=Path,
+                        help="the output of benchmarks/nvshmem/run.sh, for the scope rows")
     args = parser.parse_args()
     run = subprocess.run([sys.executable, "-m", "shmem_run", "-n", "2",
                           str(HERE / "rma_pe.py"), str(args.max_bytes)],
@@ -56,6 +64,29 @@ def main():
               + f" {gbs['put_block_s'] / gbs['memcpy_peer_s']:>13.2f}"
               + (f" {gbs['put_block_s'] / gbs['nvrtc_copy_s']:>9.2f}" if "nvrtc_copy_s" in gbs
                  else ""))
+    theirs = {}
+    if args.nvshmem:
+        # the JSON line of benchmarks/nvshmem/run.sh, run in the same hour
+        twin = json.loads(args.nvshmem.read_text().strip().splitlines()[-1])
+        theirs = {row["bytes"]: row for row in twin["bandwidth"]}
+        print(f"NVSHMEM {twin['nvshmem']} beside it (benchmarks/nvshmem/scopes_bw.cu, same grid "
+              "and chunks)")
+    print("put_warp: every warp puts its own chunk; put: every thread its own chunk (thread "
+          "scope); get_block: every block gets its chunk of PE 1's copy into local memory. GB/s"
+          + ("; ratio: ours / NVSHMEM's" if theirs else ""))
+    keys = (("put_warp", "put_warp_s"), ("put", "put_thread_s"), ("get_block", "get_block_s"))
+    print(f"{'bytes':>11}" + "".join(f" {name:>10}" + (f" {'NVSHMEM':>10} {'ratio':>6}"
+                                                         if theirs else "")
+                                     for name, _ in keys))
+    for row in r["bandwidth"]:
+        size, line = row["bytes"], f"{row['bytes']:>11}"
+        for _, key in keys:
+            line += f" {size / row[key] / 1e9:>10.1f}"
+            if theirs:
+                other = theirs.get(size, {}).get(key)
+                line += (f" {size / other / 1e9:>10.1f} {other / row[key]:>6.2f}" if other
+                         else f" {'-':>10} {'-':>6}")
+        print(line)
     bare, relaxed, data, op, lib = (
         r[f"pingpong_{k}_us"]
         for k in ("bare_ptx", "bare_relaxed", "bare_ptx_data", "signal_op", "put_signal"))

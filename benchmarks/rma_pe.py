@@ -41,6 +41,35 @@ def put_blocks_nbi(dest, source, chunk, pe, reps):
 
 
 @cuda.jit
+def put_warps(dest, source, chunk, pe, reps):
+    # every warp its own chunk
+    start = (cuda.grid(1) // 32) * chunk
+    end = min(start + chunk, source.size)
+    if start < end:
+        for _ in range(reps):
+            shmem.put_warp(dest[start:end], source[start:end], pe)
+
+
+@cuda.jit
+def put_threads(dest, source, chunk, pe, reps):
+    # every thread its own chunk
+    start = cuda.grid(1) * chunk
+    end = min(start + chunk, source.size)
+    if start < end:
+        for _ in range(reps):
+            shmem.put(dest[start:end], source[start:end], pe)
+
+
+@cuda.jit
+def get_blocks(dest, source, chunk, pe, reps):
+    start = cuda.blockIdx.x * chunk
+    end = min(start + chunk, dest.size)
+    if start < end:
+        for _ in range(reps):
+            shmem.get_block(dest[start:end], source[start:end], pe)
+
+
+@cuda.jit
 def local_copy(dest, source, chunk, reps):
     # the same shape of kernel into local memory: the baseline
     start = cuda.blockIdx.x * chunk
@@ -246,6 +275,15 @@ def main():
                     ("put_block_self_s", lambda r: put_blocks[grid, 256](o, s_, chunk, 0, r)),
                     ("local_kernel_s", lambda r: local_copy[grid, 256](l_, s_, chunk, r)),
                     ("local_kernel_heap_s", lambda r: local_copy[grid, 256](o, s_, chunk, r))):
+                row[key] = timed(launch, reps)
+            # the other scopes, on the same grid: a chunk per warp, per thread; and
+            # get_block from PE 1's copy (PE 1 holds arange from the first put)
+            per_warp = max(1, -(-count // (blocks * 8)))
+            per_thread = max(1, -(-count // (blocks * 256)))
+            for key, launch in (
+                    ("put_warp_s", lambda r: put_warps[blocks, 256](d, s_, per_warp, 1, r)),
+                    ("put_thread_s", lambda r: put_threads[blocks, 256](d, s_, per_thread, 1, r)),
+                    ("get_block_s", lambda r: get_blocks[grid, 256](l_, d, chunk, 1, r))):
                 row[key] = timed(launch, reps)
             if nvrtc is not None:
                 peer = shmem.peer_array(d, 1)

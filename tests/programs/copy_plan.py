@@ -13,7 +13,6 @@ import sys
 
 import numpy as np
 
-import numba_shmem  # noqa: F401
 from numba_shmem._cuda import _device
 
 
