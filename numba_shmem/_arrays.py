@@ -37,9 +37,9 @@ def peer_array(arr, pe):
     return peer_view(arr, pe, "shmem.peer_array")
 
 
-def checked_pe(runtime, pe, what):
-    """``pe`` as an int, once it is a PE this one can address directly; else a
-    usage error that names ``what``."""
+def checked_pe(runtime, pe, what, direct=True):
+    """``pe`` as an int, once it is a PE of the job (and, with ``direct``, one
+    this PE can address directly); else a usage error that names ``what``."""
     try:
         pe = operator.index(pe)
     except TypeError:
@@ -48,7 +48,7 @@ def checked_pe(runtime, pe, what):
     if not 0 <= pe < size:
         raise ShmemUsageError(f"{what}: pe={pe} is out of range for {size} PEs (0..{size - 1})")
     bases = runtime.heap.backend.bases
-    if pe not in bases:
+    if direct and pe not in bases:
         raise ShmemUsageError(
             f"{what}: PE {pe} is on another node; only PEs on this node "
             f"({list(bases)}) can be addressed directly")

@@ -67,13 +67,17 @@ class Runtime:
         self.why = "failed in shmem.init()"  # how this PE leaves, for the others' errors
         self.gpu = "idle"  # at teardown: "idle", "busy" or "failed" (wait_idle)
         self.stream_tier = None  # made by the first stream-tier call (_stream/_tier.py)
+        self.proxy = None  # how this PE reaches PEs on other nodes (_transport)
         self.bootstrap = _bootstrap.start(config)
         self._undo.push(lambda: self.bootstrap.close(self.why))
         from ._teams import TeamTable
 
         self.teams = TeamTable(self.bootstrap)
         try:
-            _require_one_node(self.bootstrap)
+            from . import _transport
+
+            if _transport.far_pes(self.bootstrap) and self.backend == "cuda":
+                _transport.start(self)  # refuses, saying why, before the GPU is touched
             if self.backend == "cuda":
                 backend = self._start_cuda()
             else:
@@ -82,6 +86,9 @@ class Runtime:
                 backend = SimHeap(self.bootstrap, config)
                 self._undo.push(backend.close)
             self.heap = SymmetricHeap(backend, self.bootstrap)
+            self.proxy = _transport.start(self)
+            if self.proxy is not None:
+                self._undo.push(self.proxy.close)
             self.bootstrap.barrier("shmem.init")
         except BaseException:
             self._undo.unwind()
@@ -139,11 +146,15 @@ class Runtime:
         self._undo.push(call, "cuStreamDestroy", self.setup_stream)
         return heap
 
-    def synchronize(self):
+    def synchronize(self, what="shmem.barrier_all"):
+        """Complete this PE's work: its GPU's, and what its proxy carries to
+        other nodes."""
         if self.backend == "cuda":
             from numba import cuda
 
             cuda.synchronize()
+        if self.proxy is not None:
+            self.proxy.quiet(what)
 
     def _release_gpu_heap(self, heap):
         if self.gpu == "idle":
@@ -174,17 +185,6 @@ class Runtime:
             finally:
                 self.heap.backend.lifetime.ended = True
                 self._undo.unwind()
-
-
-def _require_one_node(bootstrap):
-    """Until PEs on other nodes are reachable, a job that spans nodes is refused."""
-    far = [pe for pe in range(bootstrap.size) if pe not in bootstrap.local_peers]
-    if far:
-        nodes = getattr(bootstrap, "nodes", None) or ["?"] * bootstrap.size
-        raise ShmemUsageError(
-            f"PE {bootstrap.rank} (on node {nodes[bootstrap.rank]}) cannot reach PE {far[0]} "
-            f"(on node {nodes[far[0]]}): numba-shmem reaches only the PEs of one node for "
-            "now; start every PE on one node (mpirun -n N on one host, or shmem-run -n N)")
 
 
 def init():

@@ -1,6 +1,8 @@
-"""Each PE writes its number into its right neighbour's symmetric integer.
+"""Each PE writes its number into its right neighbour's symmetric integer
+(with ``shmem.p``, which reaches a PE on another node as well as one on this).
 
     shmem-run -n 4 samples/ring.py
+    mpirun -n 4 python samples/ring.py
 """
 
 import os
@@ -17,7 +19,7 @@ from numba import cuda  # noqa: E402
 def send_right(received):
     if cuda.grid(1) == 0:
         right = (shmem.my_pe() + 1) % shmem.n_pes()
-        shmem.peer_array(received, right)[0] = shmem.my_pe()
+        shmem.p(received, shmem.my_pe(), right)
 
 
 def main():

@@ -69,6 +69,10 @@ class MPIBootstrap(Bootstrap):
             self._remove_socket()
             raise
 
+    def communicator(self):
+        """The job's communicator (a duplicate of COMM_WORLD), for the proxy."""
+        return self._comm
+
     def _remove_socket(self):
         listener = getattr(self, "_listener", None)
         if listener is not None:

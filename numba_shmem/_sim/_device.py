@@ -1,9 +1,13 @@
 """The device API on the simulator: plain Python over the shared-memory heaps.
 
 numba's simulator runs each CUDA thread as a Python thread and the blocks one
-after another. Stores land in shared memory at once, so puts complete when they
-return and fence/quiet have nothing to wait for; atomics lock the target PE's
-heap against this process's threads and every other process.
+after another. Toward a PE of this node, stores land in shared memory at once,
+so puts complete when they return; atomics lock the target PE's heap against
+this process's threads and every other process. Toward a PE on another node,
+each operation is a request to this PE's proxy (``_transport``), which the
+target's proxy applies with the same operations; ``quiet`` (and the barriers)
+wait for those to complete, and ``fence`` has nothing to do: the requests to
+one PE are applied in order.
 """
 
 import operator
@@ -16,6 +20,7 @@ from .. import _device_api as api
 from .._arrays import peer_view
 from .._errors import ShmemTimeoutError, ShmemUsageError
 from .._runtime import require
+from .._transport import proxy_for
 from ._heap import host_array
 
 _COMPARE = {
@@ -29,6 +34,37 @@ _ATOMIC_TYPES = {np.dtype(t) for t in (np.int32, np.uint32, np.int64, np.uint64)
 
 def _remote(arr, pe, name):
     return host_array(peer_view(arr, pe, f"shmem.{name}"))
+
+
+def _far(pe, name):
+    """The proxy when PE ``pe`` is on another node, else None."""
+    return proxy_for(require(name), pe, f"shmem.{name}")
+
+
+def _offset(arr, name, index=0):
+    """The heap offset of element ``index`` of the symmetric ``arr``."""
+    return require(name).heap.offset_of(arr, f"shmem.{name}") + index * host_array(arr).itemsize
+
+
+def _store(arr, pe, start, values, name):
+    """Elements ``start, start + 1, ...`` of PE ``pe``'s copy of ``arr`` (flat)
+    become ``values``: directly, or through the proxy."""
+    proxy = _far(pe, name)
+    if proxy is None:
+        _contiguous(_remote(arr, pe, name), name, "dest")[start:start + len(values)] = values
+    else:
+        proxy.put(pe, _offset(arr, name, start), np.ascontiguousarray(values).tobytes(),
+                  f"shmem.{name}")
+
+
+def _load(arr, pe, start, count, name):
+    """Elements ``start .. start + count`` of PE ``pe``'s copy of ``arr`` (flat)."""
+    proxy = _far(pe, name)
+    if proxy is None:
+        return _contiguous(_remote(arr, pe, name), name, "source")[start:start + count]
+    dtype = host_array(arr).dtype
+    return np.frombuffer(proxy.get(pe, _offset(arr, name, start), count * dtype.itemsize,
+                                   f"shmem.{name}"), dtype)
 
 
 def _compare(name, cmp):
@@ -90,12 +126,11 @@ def _cooperative(scope, action):
 # -- RMA -----------------------------------------------------------------------
 
 def p(dest, value, pe):
-    remote = _remote(dest, pe, "p")
-    remote[0] = _cast(value, remote.dtype)
+    _store(dest, pe, 0, np.array([_cast(value, host_array(dest).dtype)]), "p")
 
 
 def g(source, pe):
-    return _remote(source, pe, "g")[0]
+    return _load(source, pe, 0, 1, "g")[0]
 
 
 def _contiguous(arr, name, what):
@@ -107,40 +142,53 @@ def _contiguous(arr, name, what):
     return arr.reshape(-1, order="A")
 
 
-def _copy(into, out_of, pe, name, local, remote):
-    """``min(into.size, out_of.size)`` elements; in debug mode, an error where
-    the local array is larger than the symmetric one it would run past."""
+def _count(dest, source, pe, name, local, remote):
+    """``min(dest.size, source.size)``; in debug mode, an error where the local
+    array is larger than the symmetric one it would run past."""
     runtime = require(name)
-    sizes = {"dest": into.size, "source": out_of.size}
+    sizes = {"dest": dest.size, "source": source.size}
     if runtime.config.debug and sizes[local] > sizes[remote]:
         raise ShmemUsageError(
             f"shmem.{name}: PE {runtime.bootstrap.rank} asked to copy {sizes[local]} elements "
             f"but {remote} on PE {pe} holds {sizes[remote]}; pass a {local} no larger than "
             f"{remote}")
-    count = min(into.size, out_of.size)
-    into[:count] = out_of[:count]
+    return min(dest.size, source.size)
 
 
 def _put(dest, source, pe, name):
-    _copy(_contiguous(_remote(dest, pe, name), name, "dest"),
-          _contiguous(host_array(source), name, "source"), pe, name, "source", "dest")
+    # the local copy of dest has the shape (and contiguity) of PE pe's
+    into = _contiguous(host_array(dest), name, "dest")
+    out_of = _contiguous(host_array(source), name, "source")
+    _store(dest, pe, 0, out_of[:_count(into, out_of, pe, name, "source", "dest")], name)
 
 
 def _get(dest, source, pe, name):
-    _copy(_contiguous(host_array(dest), name, "dest"),
-          _contiguous(_remote(source, pe, name), name, "source"), pe, name, "dest", "source")
+    into = _contiguous(host_array(dest), name, "dest")
+    out_of = _contiguous(host_array(source), name, "source")
+    count = _count(into, out_of, pe, name, "dest", "source")
+    into[:count] = _load(source, pe, 0, count, name)
 
 
 def iput(dest, source, dst_stride, src_stride, nelems, pe):
-    remote = _contiguous(_remote(dest, pe, "iput"), "iput", "dest")
-    remote[:nelems * dst_stride:dst_stride] = \
-        _contiguous(host_array(source), "iput", "source")[:nelems * src_stride:src_stride]
+    _contiguous(host_array(dest), "iput", "dest")  # (PE pe's copy has the same layout)
+    values = _contiguous(host_array(source), "iput", "source")[:nelems * src_stride:src_stride]
+    if _far(pe, "iput") is None:
+        remote = _contiguous(_remote(dest, pe, "iput"), "iput", "dest")
+        remote[:nelems * dst_stride:dst_stride] = values
+        return
+    for i, value in enumerate(values):
+        _store(dest, pe, i * dst_stride, values[i:i + 1], "iput")
 
 
 def iget(dest, source, dst_stride, src_stride, nelems, pe):
     local = _contiguous(host_array(dest), "iget", "dest")
-    local[:nelems * dst_stride:dst_stride] = \
-        _contiguous(_remote(source, pe, "iget"), "iget", "source")[:nelems * src_stride:src_stride]
+    if _far(pe, "iget") is None:
+        local[:nelems * dst_stride:dst_stride] = \
+            _contiguous(_remote(source, pe, "iget"), "iget", "source")[:nelems * src_stride:
+                                                                      src_stride]
+        return
+    for i in range(nelems):
+        local[i * dst_stride] = _load(source, pe, i * src_stride, 1, "iget")[0]
 
 
 def _require_signal(sig, name):
@@ -154,12 +202,23 @@ def _signal(sig, value, sig_op, pe, name):
     if sig_op not in _SIGNAL_OPS:
         raise ShmemUsageError(f"shmem.{name}: sig_op={sig_op!r} is not shmem.SIGNAL_SET or "
                               "shmem.SIGNAL_ADD")
-    remote = _remote(sig, pe, name)
+    proxy = _far(pe, name)
+    if proxy is not None:
+        proxy.signal(pe, _offset(sig, name), sig_op, int(_cast(value, np.uint64)),
+                     f"shmem.{name}")
+        return
+    remote = _remote(sig, pe, name)  # (checks pe before its lock is looked up)
     with require("signal_op").heap.backend.locked(pe):
-        if sig_op == api.SIGNAL_SET:
-            remote[0] = _cast(value, np.uint64)
-        else:
-            remote[0:1] += np.array([value]).astype(np.uint64)
+        apply_signal(remote, sig_op, value)
+
+
+def apply_signal(signal, sig_op, value):
+    """SIGNAL_SET or SIGNAL_ADD on ``signal[0]`` (a uint64 array; the caller
+    holds the heap's lock)."""
+    if sig_op == api.SIGNAL_SET:
+        signal[0] = _cast(value, np.uint64)
+    else:
+        signal[0:1] += np.array([value]).astype(np.uint64)
 
 
 def signal_op(sig, value, sig_op, pe):
@@ -197,8 +256,12 @@ for _scope in ("", "_warp", "_block"):
 
 def _make_barrier(name, scope):
     def barrier():
-        # a put is complete when it returns, so barrier and sync are the same here
-        _cooperative(scope, lambda: require(name).bootstrap.barrier(f"shmem.{name}"))
+        def wait():
+            runtime = require(name)
+            if name.startswith("barrier") and runtime.proxy is not None:
+                runtime.proxy.quiet(f"shmem.{name}")  # what went to other nodes is complete
+            runtime.bootstrap.barrier(f"shmem.{name}")
+        _cooperative(scope, wait)
     return barrier
 
 
@@ -214,7 +277,10 @@ def _members(team, name):
 
 
 def _team_barrier(members, name):
-    require(name).bootstrap.barrier(f"shmem.{name}", members)
+    runtime = require(name)
+    if runtime.proxy is not None:
+        runtime.proxy.quiet(f"shmem.{name}")
+    runtime.bootstrap.barrier(f"shmem.{name}", members)
 
 
 def _make_collective(name):
@@ -234,25 +300,23 @@ def _make_collective(name):
                 # a member's writes would race with the others' reads of its source
                 raise ShmemUsageError(f"shmem.{name}: dest and source overlap; the block forms "
                                       "need separate arrays")
+            _contiguous(host_array(dest), name, "dest")  # (every member's has its layout)
             if kind == "broadcast":
                 root = rest[0]
                 if me == root:
                     for pe in members:
-                        _contiguous(_remote(dest, pe, name), name, "dest")[:nelems] = src[:nelems]
+                        _store(dest, pe, 0, src[:nelems], name)
             elif kind == "fcollect":
                 for pe in members:
-                    out = _contiguous(_remote(dest, pe, name), name, "dest")
-                    out[me * nelems:(me + 1) * nelems] = src[:nelems]
+                    _store(dest, pe, me * nelems, src[:nelems], name)
             elif kind == "alltoall":
                 for j, pe in enumerate(members):
-                    out = _contiguous(_remote(dest, pe, name), name, "dest")
-                    out[me * nelems:(me + 1) * nelems] = src[j * nelems:(j + 1) * nelems]
+                    _store(dest, pe, me * nelems, src[j * nelems:(j + 1) * nelems], name)
             else:
                 what = kind.split("_")[1]
                 _team_barrier(members, name)  # every member's source is ready
                 block = me if what == "reducescatter" else 0
-                parts = [_contiguous(_remote(source, pe, name), name, "source")
-                         [block * nelems:(block + 1) * nelems] for pe in members]
+                parts = [_load(source, pe, block * nelems, nelems, name) for pe in members]
                 with np.errstate(over="ignore"):
                     result = parts[0].copy()
                     for part in parts[1:]:
@@ -272,11 +336,14 @@ for _name in api.COLLECTIVES:
 
 
 def fence():
-    pass  # stores reach shared memory in program order
+    pass  # stores reach shared memory in program order; the proxy applies in order
 
 
 def quiet():
-    pass  # every put is complete when it returns
+    # a direct put is complete when it returns; the proxy's, once answered
+    proxy = require("quiet").proxy
+    if proxy is not None:
+        proxy.quiet()
 
 
 # -- waits ---------------------------------------------------------------------
@@ -424,19 +491,33 @@ _UPDATES = {
 
 
 def _atomic(name, dest, pe, value=0, cond=None):
-    remote = _remote(dest, pe, name)
-    dtype = remote.dtype
+    dtype = host_array(dest).dtype
     if dtype not in _ATOMIC_TYPES and not (name in api.FLOAT_ATOMICS and dtype.kind == "f"):
         raise ShmemUsageError(f"shmem.{name}: dtype {dtype} is not supported; use int32, uint32, "
                               "int64 or uint64" + (" (or a float)" if name in api.FLOAT_ATOMICS else ""))
     op = name.replace("atomic_", "").replace("fetch_", "")
-    with np.errstate(over="ignore"), require(name).heap.backend.locked(pe):
-        old = remote[0:1].copy()
+    proxy = _far(pe, name)
+    if proxy is not None:
+        fetch = op in ("fetch", "swap", "compare_swap") or name.startswith("atomic_fetch_")
+        old = proxy.atomic(pe, _offset(dest, name), dtype, op, _cast(value, dtype).item(),
+                           None if cond is None else _cast(cond, dtype).item(), fetch,
+                           f"shmem.{name}")
+        return None if old is None else _cast(old, dtype)
+    remote = _remote(dest, pe, name)
+    with require(name).heap.backend.locked(pe):
+        return apply_atomic(remote, op, value, cond)
+
+
+def apply_atomic(target, op, value, cond):
+    """``op`` on ``target[0]`` (the caller holds the heap's lock); the old value."""
+    dtype = target.dtype
+    with np.errstate(over="ignore"):
+        old = target[0:1].copy()
         if op == "compare_swap":
             if old[0] == _cast(cond, dtype):
-                remote[0] = _cast(value, dtype)
+                target[0] = _cast(value, dtype)
         elif _UPDATES[op] is not None:
-            remote[0:1] = _UPDATES[op](old, np.array([value]).astype(dtype))
+            target[0:1] = _UPDATES[op](old, np.array([value]).astype(dtype))
     return old[0]
 
 

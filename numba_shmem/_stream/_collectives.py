@@ -157,6 +157,16 @@ def _run_sim(tier, plan, team, dest, source, nelems, root, in_place):
 
     kernels = tier.kernels
     dest, source = dest.reshape(dest.size), source.reshape(source.size)
+    if tier.runtime.proxy is not None:
+        # members on other nodes: the block form, whose puts and gets reach them
+        # through the proxy; in place, into a private array first (the block
+        # form's closing barrier: every member has read this source)
+        out = cuda.device_array(max(1, nelems), dest.dtype) if in_place else dest
+        kernels.block_kernel(plan.block_name)[1, _SIM_THREADS, 0](team, out, source, nelems,
+                                                                  *root[:1])
+        if in_place and nelems:
+            dest[:nelems].copy_to_device(out[:nelems])
+        return
     row = cuda.to_device(tier.runtime.teams.row(team))  # the simulator has no device table
     blocks, per_block = _grid(nelems, source.dtype.itemsize)
     threads = _SIM_THREADS

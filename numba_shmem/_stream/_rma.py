@@ -64,8 +64,12 @@ def _put_data(runtime, tier, put, pe, handle):
     if runtime.backend == "sim":
         from .._sim._heap import host_array
 
-        data = source if local.host else host_array(source)
-        _sim_view(runtime, remote, pe)[:local.size] = data.reshape(local.size)
+        data = (source if local.host else host_array(source)).reshape(local.size)
+        if base is None:  # another node: staged into the proxy's request
+            runtime.proxy.put(pe, remote.offset, np.ascontiguousarray(data).tobytes(),
+                              "shmem.put")
+        else:
+            _sim_view(runtime, remote, pe)[:local.size] = data
         return
     tier.enqueue.copy(base + remote.offset, local.address, local.nbytes, handle,
                       "from" if local.host else None)
@@ -96,8 +100,12 @@ def get(dest, source, pe, *, stream=0):
     if runtime.backend == "sim":
         from .._sim._heap import host_array
 
-        (into if local.host else host_array(into)).reshape(local.size)[:] = \
-            _sim_view(runtime, remote, pe)[:local.size]
+        if base is None:  # another node
+            data = np.frombuffer(runtime.proxy.get(pe, remote.offset, local.nbytes, "shmem.get"),
+                                 remote.dtype)
+        else:
+            data = _sim_view(runtime, remote, pe)[:local.size]
+        (into if local.host else host_array(into)).reshape(local.size)[:] = data
     else:
         tier.enqueue.copy(local.address, base + remote.offset, local.nbytes, handle,
                           "to" if local.host else None)
@@ -215,7 +223,9 @@ def quiet(*, stream=0):
     runtime, tier = tier_of("quiet")
     handle = stream_of(runtime, stream, "quiet")
     if runtime.backend == "sim":
-        return  # every put is complete when it returns
+        if runtime.proxy is not None:  # a direct put is complete when it returns
+            runtime.proxy.quiet("shmem.quiet")
+        return
     tier.prepared(tier.kernels.quiet, "none").launch(1, 1, handle)
 
 

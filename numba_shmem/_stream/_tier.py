@@ -84,9 +84,13 @@ def stream_of(runtime, stream, name):
 
 
 def peer_base(runtime, pe, name):
-    """The address of PE ``pe``'s heap, or a usage error naming ``pe``."""
+    """The address of PE ``pe``'s heap; None for a PE on another node (reached
+    through the proxy); else a usage error naming ``pe``."""
     bases = runtime.heap.backend.bases
     found = bases.get(pe) if type(pe) is int else None
     if found is not None:
         return found
+    if runtime.proxy is not None and checked_pe(runtime, pe, f"shmem.{name}",
+                                                direct=False) not in bases:
+        return None
     return bases[checked_pe(runtime, pe, f"shmem.{name}")]

@@ -163,7 +163,7 @@ def check_atomics(me, n, threads=64, rounds=3):
     shmem.barrier_all()
     everything = shmem.zeros((n, threads * (rounds + 1)), np.int64)
     row = np.concatenate([fetched.copy_to_host(), got.copy_to_host()])
-    shmem.peer_array(everything, 0)[me].copy_to_device(row)
+    shmem.put(everything[me], row, 0)  # (PE 0 may be on another node)
     shmem.barrier_all()
     if me == 0:
         c = counter.copy_to_host()

@@ -1,5 +1,6 @@
 """Teams on the host and in kernels: split, query, translate, barrier, destroy."""
 
+import os
 import sys
 
 import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
@@ -44,7 +45,9 @@ def main():
     shmem.init()
     me, n = shmem.my_pe(), shmem.n_pes()
     assert shmem.team_my_pe(shmem.TEAM_WORLD) == me and shmem.team_n_pes(shmem.TEAM_WORLD) == n
-    assert shmem.team_n_pes(shmem.TEAM_SHARED) == n  # shmem-run: one node
+    # one node, or emulated nodes of NUMBA_SHMEM_NODE_SIZE consecutive PEs
+    node = int(os.environ.get("NUMBA_SHMEM_NODE_SIZE") or n)
+    assert shmem.team_n_pes(shmem.TEAM_SHARED) == min(node, n - me // node * node)
     evens = shmem.team_split_strided(shmem.TEAM_WORLD, 0, 2, (n + 1) // 2)
     odds = shmem.team_split_strided(shmem.TEAM_WORLD, 1, 2, n // 2)
     mine = evens if me % 2 == 0 else odds

@@ -1,0 +1,240 @@
+"""The proxy: how a PE reaches the PEs of other nodes, through MPI.
+
+Code that targets a PE on another node posts a request descriptor into this
+PE's ring (bounded: a post waits while the ring is full, it never overwrites);
+a host thread, the proxy, drains the ring and sends each request to the target
+PE's proxy over MPI; that proxy applies it to its own heap with the same
+operations the direct path uses (so an atomic from another node is atomic
+against this node's) and answers every request: with the data or old value of
+a get or fetching atomic, with an acknowledgement otherwise. MPI delivers the
+messages of one pair of PEs in the order they were sent and each proxy applies
+them in that order, so operations toward one PE stay in program order across
+the network (what ``fence`` asks); ``quiet`` waits until every request this PE
+posted is answered, that is, complete at its target.
+
+Idle, the proxy polls with a back-off that reaches a millisecond (a post wakes
+it at once); it needs
+MPI initialized with MPI_THREAD_MULTIPLE (mpi4py's default), because the
+application's thread uses MPI (the bootstrap's collectives) meanwhile.
+"""
+
+import collections
+import sys
+import threading
+import time
+
+from .._errors import ShmemTimeoutError, ShmemUsageError
+
+#: request kinds
+PUT, GET, ATOMIC, SIGNAL = "put", "get", "atomic", "signal"
+_REQUEST, _ANSWER = 11, 12  # MPI tags
+
+#: at most this many requests, and this many staged bytes, wait in the ring
+RING_SLOTS = 4096
+RING_BYTES = 64 << 20
+
+
+class Proxy:
+    """Collective over every PE (it duplicates the bootstrap's communicator).
+    ``target`` applies requests from other PEs to this PE's heap: it has
+    ``write(offset, data)``, ``read(offset, nbytes)``, ``atomic(offset, dtype,
+    op, value, cond)`` (returns the old value) and ``signal(offset, op,
+    value)``."""
+
+    def __init__(self, bootstrap, target, wait_timeout, debug=False):
+        from mpi4py import MPI
+
+        self._mpi = MPI
+        if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+            raise ShmemUsageError(
+                "PEs on other nodes need MPI with MPI_THREAD_MULTIPLE (the proxy thread and "
+                "this one both call MPI), but MPI was initialized with a lower level; do not "
+                "set mpi4py.rc.thread_level (its default, 'multiple', is what is needed)")
+        self.rank = bootstrap.rank
+        self._comm = bootstrap.communicator().Dup()
+        self._target = target
+        self._wait_timeout = wait_timeout
+        self._ring = collections.deque()
+        self._staged = 0
+        self._lock = threading.Condition()
+        self._seq = 0
+        self._pending = {}  # seq -> None for each request not answered yet, oldest first
+        self._results = {}  # seq -> the answer of a get or fetching atomic
+        self._wanted = set()  # seqs whose answer a caller waits for
+        self._failure = None
+        self._stopping = False
+        self._wake = threading.Event()  # set by a post: the ring has something
+        self._thread = threading.Thread(target=self._serve, name="numba-shmem proxy",
+                                        daemon=True)
+        self._thread.start()
+        if debug:
+            print(f"numba-shmem: PE {self.rank}: PEs on other nodes through the proxy: "
+                  f"requests sent over MPI ({MPI.Get_library_version().splitlines()[0]}) and "
+                  "applied by the target PE's proxy", file=sys.stderr, flush=True)
+
+    # -- the origin's side: called by device code and host calls ---------------
+
+    def _post(self, pe, kind, offset, args, nbytes, what, want):
+        """Queue one request; its sequence number. Waits while the ring is full."""
+        deadline = self._deadline()
+        with self._lock:
+            while (len(self._ring) >= RING_SLOTS or self._staged + nbytes > RING_BYTES) and \
+                    self._ring:
+                self._check(pe, what)
+                if not self._lock.wait(self._left(deadline, pe, what, "room in the ring")):
+                    self._left(deadline, pe, what, "room in the ring")
+            self._check(pe, what)
+            self._seq += 1
+            self._pending[self._seq] = None
+            if want:
+                self._wanted.add(self._seq)
+            self._ring.append((pe, (kind, self._seq, offset, *args), nbytes))
+            self._staged += nbytes
+            self._wake.set()
+            return self._seq
+
+    def put(self, pe, offset, data, what):
+        """Copy ``data`` (bytes: staged now, so the source may be reused on
+        return) to ``offset`` of PE ``pe``'s heap."""
+        self._post(pe, PUT, offset, (bytes(data),), len(data), what, False)
+
+    def get(self, pe, offset, nbytes, what):
+        """``nbytes`` from ``offset`` of PE ``pe``'s heap, as bytes."""
+        return self._answer(self._post(pe, GET, offset, (nbytes,), 0, what, True), pe, what)
+
+    def atomic(self, pe, offset, dtype, op, value, cond, fetch, what):
+        """An atomic ``op`` on the ``dtype`` at ``offset`` of PE ``pe``: the old
+        value when ``fetch``, else None once it is posted."""
+        seq = self._post(pe, ATOMIC, offset, (str(dtype), op, value, cond), 0, what, fetch)
+        return self._answer(seq, pe, what) if fetch else None
+
+    def signal(self, pe, offset, op, value, what):
+        self._post(pe, SIGNAL, offset, (op, value), 0, what, False)
+
+    def quiet(self, what="shmem.quiet"):
+        """Return once every request posted so far is complete at its target."""
+        deadline = self._deadline()
+        with self._lock:
+            last = self._seq
+            while self._pending and next(iter(self._pending)) <= last:
+                self._check(None, what)
+                if not self._lock.wait(self._left(deadline, None, what, "its requests")):
+                    self._left(deadline, None, what, "its requests")
+
+    def _answer(self, seq, pe, what):
+        deadline = self._deadline()
+        with self._lock:
+            while seq not in self._results:
+                self._check(pe, what)
+                if not self._lock.wait(self._left(deadline, pe, what, "the answer")):
+                    self._left(deadline, pe, what, "the answer")
+            self._wanted.discard(seq)
+            return self._results.pop(seq)
+
+    def _deadline(self):
+        return time.monotonic() + self._wait_timeout if self._wait_timeout else None
+
+    def _left(self, deadline, pe, what, waiting_for):
+        """Seconds to wait on, up to a short poll; past the deadline, the error
+        that says which PE waited on what."""
+        if deadline is None:
+            return 0.05
+        left = deadline - time.monotonic()
+        if left <= 0:
+            whom = f"PE {pe}" if pe is not None else "the PEs it sent them to"
+            raise ShmemTimeoutError(
+                f"PE {self.rank} waited {self._wait_timeout:.0f} s in {what} for {waiting_for} "
+                f"from {whom} through the proxy (PEs on other nodes); the target may be stuck "
+                "or gone. Raise NUMBA_SHMEM_WAIT_TIMEOUT if the job is only slow")
+        return min(left, 0.05)
+
+    def _check(self, pe, what):
+        if self._failure is not None:
+            raise ShmemUsageError(f"{what} toward PE {pe}: the proxy (PEs on other nodes) "
+                                  f"stopped: {self._failure}")
+        if self._stopping:
+            raise ShmemUsageError(f"{what} toward PE {pe} after the proxy stopped "
+                                  "(shmem.finalize); call it before finalize")
+
+    # -- the proxy thread ---------------------------------------------------------
+
+    def _serve(self):
+        MPI = self._mpi
+        sending = []  # requests and answers on their way, kept until MPI is done with them
+        status = MPI.Status()
+        idle_since = time.monotonic()
+        try:
+            while True:
+                busy = False
+                with self._lock:
+                    batch = list(self._ring)
+                    self._ring.clear()
+                    self._staged = 0
+                    stopping = self._stopping
+                    if batch:
+                        self._lock.notify_all()  # room in the ring
+                for pe, request, _nbytes in batch:
+                    sending.append(self._comm.isend(request, dest=pe, tag=_REQUEST))
+                    busy = True
+                while self._comm.iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
+                    source, tag = status.Get_source(), status.Get_tag()
+                    message = self._comm.recv(source=source, tag=tag)
+                    if tag == _REQUEST:
+                        answer = self._apply(message)
+                        sending.append(self._comm.isend(answer, dest=source, tag=_ANSWER))
+                    else:
+                        self._answered_one(*message)
+                    busy = True
+                sending = [r for r in sending if not r.Test()]
+                if stopping and not batch and not sending:
+                    return
+                now = time.monotonic()
+                if busy:
+                    idle_since = now
+                else:
+                    # a post wakes it at once; what arrives over MPI is found by
+                    # polling: every 20 us for 10 ms after the last work, then
+                    # backing off to every millisecond
+                    idle = now - idle_since
+                    self._wake.wait(2e-5 if idle < 0.01 else min(1e-3, idle / 10))
+                    self._wake.clear()
+        except BaseException as exc:  # noqa: BLE001  (every caller must hear of it)
+            with self._lock:
+                self._failure = f"{type(exc).__name__}: {exc}"
+                self._lock.notify_all()
+            print(f"numba-shmem: PE {self.rank}: the proxy thread failed: {self._failure}",
+                  file=sys.stderr, flush=True)
+
+    def _apply(self, request):
+        kind, seq, offset, *args = request
+        target = self._target
+        if kind == PUT:
+            target.write(offset, args[0])
+            return seq, None
+        if kind == GET:
+            return seq, target.read(offset, args[0])
+        if kind == ATOMIC:
+            dtype, op, value, cond = args
+            return seq, target.atomic(offset, dtype, op, value, cond)
+        if kind == SIGNAL:
+            target.signal(offset, *args)
+            return seq, None
+        raise ValueError(f"unknown proxy request {kind!r}")
+
+    def _answered_one(self, seq, result):
+        with self._lock:
+            del self._pending[seq]
+            if seq in self._wanted:
+                self._results[seq] = result
+            self._lock.notify_all()
+
+    def close(self):
+        """Stop the proxy thread once what it holds is sent (every PE has
+        quieted and passed the finalize barrier before), and free its
+        communicator."""
+        with self._lock:
+            self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout=max(self._wait_timeout or 0, 10.0))
+        if not self._thread.is_alive():
+            self._comm.Free()

@@ -1,0 +1,30 @@
+"""Requests from PEs on other nodes, applied to this PE's simulator heap with
+the operations the direct path uses (and the same lock for atomics)."""
+
+import numpy as np
+
+from .._sim._device import apply_atomic, apply_signal
+from .._sim._heap import host_array
+
+
+class SimTarget:
+    def __init__(self, backend, rank):
+        self._backend = backend
+        self._rank = rank
+
+    def _view(self, offset, count, dtype=np.uint8):
+        return host_array(self._backend.view(self._rank, offset, (count,), np.dtype(dtype)))
+
+    def write(self, offset, data):
+        self._view(offset, len(data))[:] = np.frombuffer(data, np.uint8)
+
+    def read(self, offset, nbytes):
+        return self._view(offset, nbytes).tobytes()
+
+    def atomic(self, offset, dtype, op, value, cond):
+        with self._backend.locked(self._rank):
+            return apply_atomic(self._view(offset, 1, dtype), op, value, cond)
+
+    def signal(self, offset, op, value):
+        with self._backend.locked(self._rank):
+            apply_signal(self._view(offset, 1, np.uint64), op, value)

@@ -1,0 +1,103 @@
+"""PEs on other nodes, through the proxy: jobs under mpiexec whose ranks form
+emulated nodes (NUMBA_SHMEM_NODE_SIZE=k: every k consecutive ranks a node that
+shares no memory with the others), so that direct and proxied PEs mix in one
+program. The simulator only so far; on the GPU such a job is refused at init
+(tests/test_bootstrap.py)."""
+
+import os
+import re
+import sys
+
+import pytest
+
+from conftest import BACKEND, ROOT, mpiexec, run_hard, shm_entries
+
+pytestmark = [
+    pytest.mark.mpi,
+    pytest.mark.skipif(BACKEND != "sim", reason="PEs on other nodes are reached on the "
+                       "simulator only so far; the GPU refuses such a job at init"),
+]
+
+
+def _ready():
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return "mpi4py is not installed (pip install 'numba-shmem[mpi]')"
+    return None if mpiexec() else "no mpiexec on PATH"
+
+
+def nodes_run(npes, node_size, program, *args, timeout=300, env=None):
+    """``program`` (under tests/programs, or a path from the root) on ``npes``
+    ranks in emulated nodes of ``node_size``."""
+    if _ready():
+        pytest.skip(_ready())
+    path = ROOT / program if "/" in program else ROOT / "tests/programs" / program
+    env = {"NUMBA_SHMEM_BACKEND": "sim", "NUMBA_ENABLE_CUDASIM": "1",
+           "NUMBA_SHMEM_NODE_SIZE": str(node_size), "NUMBA_SHMEM_WAIT_TIMEOUT": "120",
+           "OMPI_MCA_plm_rsh_agent": "false", **(env or {})}
+    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    before = shm_entries()
+    result = run_hard([mpiexec(), *flags, "-n", str(npes), sys.executable, str(path),
+                       *map(str, args)], timeout, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert shm_entries() == before  # nothing left in /dev/shm
+    return result
+
+
+def pe_lines(result, pattern=r"PE \d+[: ].*"):
+    # (Open MPI may add terminal escape sequences of its own)
+    return sorted(re.findall(pattern, result.stdout))
+
+
+def test_the_device_api_reaches_pes_on_other_nodes():
+    """p/g, put/get at every scope, iput/iget, put_signal, signal_op, atomics
+    (no lost update from 4 PEs, a compare_swap chain), fence/quiet, waits:
+    tests/programs/device_api.py unchanged, every PE checked; two nodes of two,
+    so that every PE has a neighbour on its node and one on the other."""
+    checks = ("rma", "signal", "atomics", "waits")
+    result = nodes_run(4, 2, "device_api.py", *checks)
+    assert pe_lines(result) == sorted(f"PE {pe}: {c} ok" for pe in range(4) for c in checks)
+
+
+def test_data_is_visible_once_its_signal_or_barrier_is_across_nodes():
+    """The message-passing litmus test, every ordering the API offers, with
+    every PE on a node of its own."""
+    result = nodes_run(3, 1, "litmus.py", 5)
+    modes = ("put_signal", "put_signal_nbi", "put_signal_warp", "put_signal_block",
+             "put_fence_signal_op", "p_fence_signal_op", "put_nbi_quiet_signal_op",
+             "put_block_barrier_all")
+    lines = [line for line in pe_lines(result) if "control" not in line]
+    assert lines == sorted(f"PE {pe}: {mode} ok" for pe in range(3) for mode in modes)
+
+
+@pytest.mark.parametrize("mode", ["device", "host"])
+def test_collectives_and_teams_across_nodes(mode):
+    """Block and host collectives (in place too) with two nodes of two; teams
+    split across them, TEAM_SHARED the PEs of one node."""
+    result = nodes_run(4, 2, "collectives.py", mode)
+    assert pe_lines(result) == [f"PE {pe}: collectives ok" for pe in range(4)]
+    if mode == "device":
+        result = nodes_run(4, 2, "teams.py", 5)
+        assert pe_lines(result) == [f"PE {pe}: teams ok" for pe in range(4)]
+
+
+def test_barriers_and_on_stream_calls_across_nodes():
+    result = nodes_run(4, 1, "barriers.py", 3)
+    assert pe_lines(result) == [f"PE {pe}: 3 rounds of barriers at thread, block and warp "
+                                "scope ok" for pe in range(4)]
+    result = nodes_run(4, 1, "on_stream.py", 3)
+    assert [line.split(" (")[0] for line in pe_lines(result)] == \
+        [f"PE {pe}: on-stream ok" for pe in range(4)]
+
+
+def test_the_samples_run_unchanged_across_nodes():
+    result = nodes_run(4, 1, "samples/ring.py")
+    assert pe_lines(result) == [f"PE {pe} of 4 received {(pe - 1) % 4}" for pe in range(4)]
+    result = nodes_run(4, 2, "samples/kv_transfer.py", "--elements", 4096)
+    assert pe_lines(result) == [
+        "PE 0 (prefill) sent 4096 elements to each of 3 decode PEs"] + [
+        f"PE {pe} (decode) received 4096 elements, 0 wrong" for pe in (1, 2, 3)]
+    result = nodes_run(4, 2, "samples/moe_dispatch.py")
+    lines = pe_lines(result)
+    assert len(lines) == 4 and all(line.endswith("combined results wrong: 0") for line in lines)
