@@ -101,3 +101,18 @@ def test_the_samples_run_unchanged_across_nodes():
     result = nodes_run(4, 2, "samples/moe_dispatch.py")
     lines = pe_lines(result)
     assert len(lines) == 4 and all(line.endswith("combined results wrong: 0") for line in lines)
+
+
+def test_a_pe_that_does_not_answer_is_an_error_naming_it_not_a_hang():
+    if _ready():
+        pytest.skip(_ready())
+    env = {"NUMBA_SHMEM_BACKEND": "sim", "NUMBA_ENABLE_CUDASIM": "1",
+           "NUMBA_SHMEM_NODE_SIZE": "1", "NUMBA_SHMEM_WAIT_TIMEOUT": "3",
+           "OMPI_MCA_plm_rsh_agent": "false"}
+    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    result = run_hard([mpiexec(), *flags, "-n", "2", sys.executable,
+                       str(ROOT / "tests/programs/far_timeout.py")], 120, env)
+    assert result.returncode != 0
+    found = re.search(r"PE 0 after (\d+) s: PE 0 waited 3 s in shmem.get for the answer from "
+                      r"PE 1 through the proxy \(PEs on other nodes\)", result.stdout)
+    assert found and int(found.group(1)) <= 10, result.stdout + result.stderr

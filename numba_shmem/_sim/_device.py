@@ -53,8 +53,7 @@ def _store(arr, pe, start, values, name):
     if proxy is None:
         _contiguous(_remote(arr, pe, name), name, "dest")[start:start + len(values)] = values
     else:
-        proxy.put(pe, _offset(arr, name, start), np.ascontiguousarray(values).tobytes(),
-                  f"shmem.{name}")
+        proxy.put(pe, _offset(arr, name, start), values, f"shmem.{name}")
 
 
 def _load(arr, pe, start, count, name):
@@ -63,8 +62,8 @@ def _load(arr, pe, start, count, name):
     if proxy is None:
         return _contiguous(_remote(arr, pe, name), name, "source")[start:start + count]
     dtype = host_array(arr).dtype
-    return np.frombuffer(proxy.get(pe, _offset(arr, name, start), count * dtype.itemsize,
-                                   f"shmem.{name}"), dtype)
+    return proxy.get(pe, _offset(arr, name, start), count * dtype.itemsize,
+                     f"shmem.{name}").view(dtype)
 
 
 def _compare(name, cmp):

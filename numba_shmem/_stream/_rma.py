@@ -66,8 +66,7 @@ def _put_data(runtime, tier, put, pe, handle):
 
         data = (source if local.host else host_array(source)).reshape(local.size)
         if base is None:  # another node: staged into the proxy's request
-            runtime.proxy.put(pe, remote.offset, np.ascontiguousarray(data).tobytes(),
-                              "shmem.put")
+            runtime.proxy.put(pe, remote.offset, data, "shmem.put")
         else:
             _sim_view(runtime, remote, pe)[:local.size] = data
         return
@@ -101,8 +100,8 @@ def get(dest, source, pe, *, stream=0):
         from .._sim._heap import host_array
 
         if base is None:  # another node
-            data = np.frombuffer(runtime.proxy.get(pe, remote.offset, local.nbytes, "shmem.get"),
-                                 remote.dtype)
+            data = runtime.proxy.get(pe, remote.offset, local.nbytes, "shmem.get").view(
+                remote.dtype)
         else:
             data = _sim_view(runtime, remote, pe)[:local.size]
         (into if local.host else host_array(into)).reshape(local.size)[:] = data

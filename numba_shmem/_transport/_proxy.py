@@ -23,11 +23,13 @@ import sys
 import threading
 import time
 
+import numpy as np
+
 from .._errors import ShmemTimeoutError, ShmemUsageError
 
 #: request kinds
 PUT, GET, ATOMIC, SIGNAL = "put", "get", "atomic", "signal"
-_REQUEST, _ANSWER = 11, 12  # MPI tags
+_REQUEST, _ANSWER, _DATA = 11, 12, 13  # MPI tags: headers (pickled), then raw data
 
 #: at most this many requests, and this many staged bytes, wait in the ring
 RING_SLOTS = 4096
@@ -37,9 +39,13 @@ RING_BYTES = 64 << 20
 class Proxy:
     """Collective over every PE (it duplicates the bootstrap's communicator).
     ``target`` applies requests from other PEs to this PE's heap: it has
-    ``write(offset, data)``, ``read(offset, nbytes)``, ``atomic(offset, dtype,
-    op, value, cond)`` (returns the old value) and ``signal(offset, op,
-    value)``."""
+    ``bytes(offset, nbytes)`` (a writable uint8 view of the heap, which a put's
+    data is received into and a get's sent from), ``atomic(offset, dtype, op,
+    value, cond)`` (returns the old value) and ``signal(offset, op, value)``.
+
+    A put's or a get's data travels as a message of its own right after its
+    header (tag _DATA), never pickled: received straight into the heap at the
+    target, or into the caller's buffer at the origin."""
 
     def __init__(self, bootstrap, target, wait_timeout, debug=False):
         from mpi4py import MPI
@@ -94,12 +100,13 @@ class Proxy:
             return self._seq
 
     def put(self, pe, offset, data, what):
-        """Copy ``data`` (bytes: staged now, so the source may be reused on
+        """Copy ``data`` (a numpy array, staged now: the source may be reused on
         return) to ``offset`` of PE ``pe``'s heap."""
-        self._post(pe, PUT, offset, (bytes(data),), len(data), what, False)
+        staged = np.array(data, copy=True).view(np.uint8).reshape(-1)
+        self._post(pe, PUT, offset, (staged,), staged.size, what, False)
 
     def get(self, pe, offset, nbytes, what):
-        """``nbytes`` from ``offset`` of PE ``pe``'s heap, as bytes."""
+        """``nbytes`` from ``offset`` of PE ``pe``'s heap, as a uint8 array."""
         return self._answer(self._post(pe, GET, offset, (nbytes,), 0, what, True), pe, what)
 
     def atomic(self, pe, offset, dtype, op, value, cond, fetch, what):
@@ -174,18 +181,31 @@ class Proxy:
                     if batch:
                         self._lock.notify_all()  # room in the ring
                 for pe, request, _nbytes in batch:
-                    sending.append(self._comm.isend(request, dest=pe, tag=_REQUEST))
+                    if request[0] == PUT:  # the header, then the data
+                        kind, seq, offset, data = request
+                        sending.append((self._comm.isend((kind, seq, offset, data.size), dest=pe,
+                                                         tag=_REQUEST), None))
+                        sending.append((self._comm.Isend(data, dest=pe, tag=_DATA), data))
+                    else:
+                        sending.append((self._comm.isend(request, dest=pe, tag=_REQUEST), None))
                     busy = True
                 while self._comm.iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
                     source, tag = status.Get_source(), status.Get_tag()
                     message = self._comm.recv(source=source, tag=tag)
                     if tag == _REQUEST:
-                        answer = self._apply(message)
-                        sending.append(self._comm.isend(answer, dest=source, tag=_ANSWER))
+                        answer, data = self._apply(message, source)
+                        sending.append((self._comm.isend(answer, dest=source, tag=_ANSWER), None))
+                        if data is not None:
+                            sending.append((self._comm.Isend(data, dest=source, tag=_DATA), data))
                     else:
-                        self._answered_one(*message)
+                        seq, result = message
+                        if isinstance(result, tuple) and result[0] == "data":
+                            result = np.empty(result[1], np.uint8)
+                            self._comm.Recv(result, source=source, tag=_DATA)
+                        self._answered_one(seq, result)
                     busy = True
-                sending = [r for r in sending if not r.Test()]
+                # (each send keeps its buffer alive until MPI is done with it)
+                sending = [entry for entry in sending if not entry[0].Test()]
                 if stopping and not batch and not sending:
                     return
                 now = time.monotonic()
@@ -205,20 +225,22 @@ class Proxy:
             print(f"numba-shmem: PE {self.rank}: the proxy thread failed: {self._failure}",
                   file=sys.stderr, flush=True)
 
-    def _apply(self, request):
+    def _apply(self, request, source):
+        """Apply one request from ``source``: (its answer, the data that follows
+        the answer or None)."""
         kind, seq, offset, *args = request
         target = self._target
-        if kind == PUT:
-            target.write(offset, args[0])
-            return seq, None
+        if kind == PUT:  # the data follows its header: straight into the heap
+            self._comm.Recv(target.bytes(offset, args[0]), source=source, tag=_DATA)
+            return (seq, None), None
         if kind == GET:
-            return seq, target.read(offset, args[0])
+            return (seq, ("data", args[0])), target.bytes(offset, args[0])
         if kind == ATOMIC:
             dtype, op, value, cond = args
-            return seq, target.atomic(offset, dtype, op, value, cond)
+            return (seq, target.atomic(offset, dtype, op, value, cond)), None
         if kind == SIGNAL:
             target.signal(offset, *args)
-            return seq, None
+            return (seq, None), None
         raise ValueError(f"unknown proxy request {kind!r}")
 
     def _answered_one(self, seq, result):

@@ -15,11 +15,8 @@ class SimTarget:
     def _view(self, offset, count, dtype=np.uint8):
         return host_array(self._backend.view(self._rank, offset, (count,), np.dtype(dtype)))
 
-    def write(self, offset, data):
-        self._view(offset, len(data))[:] = np.frombuffer(data, np.uint8)
-
-    def read(self, offset, nbytes):
-        return self._view(offset, nbytes).tobytes()
+    def bytes(self, offset, nbytes):
+        return self._view(offset, nbytes)
 
     def atomic(self, offset, dtype, op, value, cond):
         with self._backend.locked(self._rank):

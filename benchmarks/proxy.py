@@ -1,0 +1,63 @@
+"""Benchmark: the proxy (PEs on other nodes) against MPI between the same two
+ranks: put bandwidth, 4 KiB to 64 MiB, against mpi4py's Send/Recv and Put (a
+window of 16 messages, as osu_bw); p and put_signal round trips against a
+Send/Recv ping-pong (osu_latency); p's per second from many threads.
+
+    python benchmarks/proxy.py [--max-bytes 67108864] [--json out.json]
+
+Runs ``mpiexec -n 2`` with NUMBA_SHMEM_NODE_SIZE=1 (every PE a node of its own),
+on the backend numba-shmem picks here (the simulator is the only one with a
+proxy so far).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-bytes", type=int, default=64 << 20)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
+    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    env = dict(os.environ, NUMBA_SHMEM_NODE_SIZE="1", OMPI_MCA_plm_rsh_agent="false")
+    run = subprocess.run([mpiexec, *flags, "-n", "2", sys.executable, str(HERE / "proxy_pe.py"),
+                          str(args.max_bytes)], capture_output=True, text=True, timeout=1800,
+                         env=env)
+    if run.returncode != 0:
+        raise SystemExit(f"benchmark failed:\n{run.stdout}\n{run.stderr}")
+    r = json.loads(run.stdout.strip().splitlines()[-1])
+    print(f"proxy between 2 PEs on nodes of their own ({r['backend']} backend), {r['mpi']}")
+    print(f"bandwidth, MB/s: {r['window']} messages of 'bytes' each, best of 3 rounds; shmem: "
+          "host put through the proxy, then quiet; Send: mpi4py Isend/Irecv + ack; Put: "
+          "MPI_Put in a lock epoch")
+    print(f"{'bytes':>10} {'shmem put':>10} {'MPI Send':>10} {'MPI Put':>10} "
+          f"{'put/Send':>9} {'put/Put':>8}")
+    for row in r["bandwidth"]:
+        mbs = {k: r["window"] * row["bytes"] / row[k] / 1e6
+               for k in ("shmem_put_s", "mpi_send_s", "mpi_put_s")}
+        print(f"{row['bytes']:>10} {mbs['shmem_put_s']:>10.0f} {mbs['mpi_send_s']:>10.0f} "
+              f"{mbs['mpi_put_s']:>10.0f} {mbs['shmem_put_s'] / mbs['mpi_send_s']:>9.2f} "
+              f"{mbs['shmem_put_s'] / mbs['mpi_put_s']:>8.2f}")
+    mpi = r["mpi_round_trip_s"] * 1e6
+    print(f"round trip, best of 3 rounds of 300 in one kernel: p of a flag "
+          f"{r['p_round_trip_s'] * 1e6:.1f} us, put_signal of 8 bytes "
+          f"{r['put_signal_round_trip_s'] * 1e6:.1f} us; MPI Send/Recv {mpi:.1f} us "
+          f"(ours - MPI's: {r['p_round_trip_s'] * 1e6 - mpi:.1f} and "
+          f"{r['put_signal_round_trip_s'] * 1e6 - mpi:.1f} us)")
+    print("p through the proxy, per second, from 1 / 8 / 32 threads of PE 0: "
+          + " / ".join(f"{r[f'p_rate_{t}_threads']:.0f}" for t in (1, 8, 32)))
+    if args.json:
+        args.json.write_text(json.dumps(r, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""One PE of the proxy benchmark (run by benchmarks/proxy.py under mpiexec, 2 PEs
+on emulated nodes of one). PE 0 measures; prints one JSON line from PE 0.
+
+Three things on the same two processes, one after another: numba-shmem's puts
+and round trips through the proxy, mpi4py's own Send/Recv and Put between the
+same ranks (osu_bw / osu_latency shapes), and p from many threads at once.
+"""
+
+import json
+import sys
+import threading
+import time
+
+import numpy as np
+
+import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
+from mpi4py import MPI
+from numba import cuda
+
+WINDOW = 16  # messages in flight per bandwidth round, as osu_bw's window
+ROUNDS = 3
+
+
+def best_of(rounds, run):
+    """The fastest of ``rounds`` timings of ``run()`` (seconds), and all of them."""
+    times = [run() for _ in range(rounds)]
+    return min(times), times
+
+
+def shmem_bandwidth(me, dest, source, size):
+    """Seconds for WINDOW puts of ``size`` bytes into PE 1 and their quiet."""
+    def run():
+        shmem.barrier_all()
+        start = time.perf_counter()
+        if me == 0:
+            for _ in range(WINDOW):
+                shmem.put(dest[:size], source[:size], 1)
+            shmem.quiet()
+        elapsed = time.perf_counter() - start
+        shmem.barrier_all()
+        return elapsed
+    return run
+
+
+def mpi_bandwidth(comm, me, buf, size, one_sided, win):
+    def run():
+        comm.Barrier()
+        start = time.perf_counter()
+        if one_sided:
+            if me == 0:
+                win.Lock(1)
+                for _ in range(WINDOW):
+                    win.Put(buf[:size], 1)
+                win.Unlock(1)  # complete at the target
+        else:
+            if me == 0:
+                requests = [comm.Isend(buf[:size], 1, tag=5) for _ in range(WINDOW)]
+                MPI.Request.Waitall(requests)
+                comm.Recv(buf[:1], 1, tag=6)  # the receiver's ack: all arrived
+            else:
+                requests = [comm.Irecv(buf[:size], 0, tag=5) for _ in range(WINDOW)]
+                MPI.Request.Waitall(requests)
+                comm.Send(buf[:1], 0, tag=6)
+        elapsed = time.perf_counter() - start
+        comm.Barrier()
+        return elapsed
+    return run
+
+
+@cuda.jit
+def ping_pong(flag, sig, data, payload, iters, kind):
+    """PE 0 sends, PE 1 answers, ``iters`` times: with p of a flag (kind 0) or
+    put_signal of 8 bytes (kind 1); each side waits for the other's."""
+    if cuda.grid(1) != 0:
+        return
+    me = shmem.my_pe()
+    other = 1 - me
+    for i in range(1, iters + 1):
+        if me == 1:
+            if kind == 0:
+                shmem.wait_until(flag, shmem.CMP_GE, i)
+            else:
+                shmem.signal_wait_until(sig, shmem.CMP_GE, i)
+        if kind == 0:
+            shmem.p(flag, i, other)
+        else:
+            payload[0] = i
+            shmem.put_signal(data, payload, sig, i, shmem.SIGNAL_SET, other)
+        if me == 0:
+            if kind == 0:
+                shmem.wait_until(flag, shmem.CMP_GE, i)
+            else:
+                shmem.signal_wait_until(sig, shmem.CMP_GE, i)
+
+
+def shmem_round_trip(me, iters, kind):
+    """Seconds per round trip, timed around one kernel that runs them all."""
+    flag, sig, data = (shmem.zeros(1, t) for t in (np.int64, np.uint64, np.int64))
+    payload = cuda.to_device(np.zeros(1, np.int64))
+
+    def run():
+        flag.copy_to_device(np.zeros(1, np.int64))
+        sig.copy_to_device(np.zeros(1, np.uint64))
+        shmem.barrier_all()
+        start = time.perf_counter()
+        ping_pong[1, 1](flag, sig, data, payload, iters, kind)
+        elapsed = time.perf_counter() - start
+        shmem.barrier_all()
+        return elapsed / iters
+    return run
+
+
+def mpi_round_trip(comm, me, iters):
+    buf = np.zeros(1, np.uint64)
+
+    def run():
+        comm.Barrier()
+        start = time.perf_counter()
+        for _ in range(iters):
+            if me == 0:
+                comm.Send(buf, 1, tag=7)
+                comm.Recv(buf, 1, tag=7)
+            else:
+                comm.Recv(buf, 0, tag=7)
+                comm.Send(buf, 0, tag=7)
+        elapsed = time.perf_counter() - start
+        comm.Barrier()
+        return elapsed / iters
+    return run
+
+
+def message_rate(me, counter, threads, per_thread):
+    """p's per second from ``threads`` host threads of PE 0 into PE 1, quiet included."""
+    def run():
+        shmem.barrier_all()
+        start = time.perf_counter()
+        if me == 0:
+            def work(t):
+                for i in range(per_thread):
+                    shmem.p(counter[t:t + 1], i, 1)
+            pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+            for thread in pool:
+                thread.start()
+            for thread in pool:
+                thread.join()
+            shmem.quiet()
+        elapsed = time.perf_counter() - start
+        shmem.barrier_all()
+        return threads * per_thread / elapsed
+    return run
+
+
+def main():
+    max_bytes = int(sys.argv[1])
+    shmem.init()
+    me = shmem.my_pe()
+    if shmem.n_pes() != 2 or shmem._runtime.current().proxy is None:
+        raise SystemExit("benchmarks/proxy.py runs 2 PEs on nodes of their own "
+                         "(NUMBA_SHMEM_NODE_SIZE=1 under mpiexec)")
+    comm = MPI.COMM_WORLD.Dup()
+    dest = shmem.zeros(max_bytes, np.uint8)
+    source = np.arange(max_bytes, dtype=np.uint64).astype(np.uint8)
+    buf = np.zeros(max_bytes, np.uint8)
+    win = MPI.Win.Create(buf, comm=comm)
+    results = {"backend": shmem._runtime.current().backend, "window": WINDOW,
+               "mpi": MPI.Get_library_version().splitlines()[0], "bandwidth": []}
+    size = 4096
+    while size <= max_bytes:
+        row = {"bytes": size}
+        for key, run in (("shmem_put_s", shmem_bandwidth(me, dest, source, size)),
+                         ("mpi_send_s", mpi_bandwidth(comm, me, buf, size, False, win)),
+                         ("mpi_put_s", mpi_bandwidth(comm, me, buf, size, True, win))):
+            row[key], row[key + "_rounds"] = best_of(ROUNDS, run)
+        results["bandwidth"].append(row)
+        size *= 4
+    if me == 1:  # the puts arrived whole
+        assert (dest.copy_to_host() == source).all()
+    iters = 300
+    for key, run in (("p_round_trip_s", shmem_round_trip(me, iters, 0)),
+                     ("put_signal_round_trip_s", shmem_round_trip(me, iters, 1)),
+                     ("mpi_round_trip_s", mpi_round_trip(comm, me, iters))):
+        results[key], results[key + "_rounds"] = best_of(ROUNDS, run)
+    counter = shmem.zeros(64, np.int64)
+    for threads in (1, 8, 32):
+        results[f"p_rate_{threads}_threads"] = best_of(ROUNDS, message_rate(me, counter, threads,
+                                                                            2000 // threads))[0]
+    win.Free()
+    comm.Free()
+    if me == 0:
+        sys.stdout.write(json.dumps(results) + "\n")
+    shmem.finalize()
+
+
+if __name__ == "__main__":
+    main()
