@@ -1,7 +1,8 @@
 """A group of PE processes kept alive across many generated examples.
 
 ``PEGroup(n)`` starts ``tests/programs/harness_pe.py`` with ``n`` PEs through
-the real launcher; each PE connects back to a Unix socket of the test process
+the real launcher (or, with ``node_size=k``, under mpiexec in emulated nodes of
+``k`` PEs, so that some PEs are reached directly and others through the proxy); each PE connects back to a Unix socket of the test process
 and runs the collective requests sent to it (``group.run(kind, args_per_pe)``).
 A PE that does not answer in time, or dies, fails the request with the PE and
 what it was running; the group is then stopped and started afresh by the next
@@ -16,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from conftest import PROGRAMS, ROOT, RUNNING, _clean_env, stop_job
+from conftest import BACKEND, PROGRAMS, ROOT, RUNNING, _clean_env, mpiexec, stop_job
 from numba_shmem._bootstrap import _wire
 
 
@@ -25,10 +26,11 @@ class HarnessFailure(AssertionError):
 
 
 class PEGroup:
-    def __init__(self, npes, start_timeout=120, env=None):
+    def __init__(self, npes, start_timeout=120, env=None, node_size=0):
         self.npes = npes
         self._start_timeout = start_timeout
         self._env = env or {}
+        self._node_size = node_size
         self._proc = None
         self._conns = []
         self._dir = None
@@ -41,10 +43,18 @@ class PEGroup:
         listener.bind(path)
         listener.listen(self.npes)
         listener.settimeout(self._start_timeout)
+        launch = [sys.executable, "-m", "shmem_run", "-n", str(self.npes)]
+        env = dict(self._env)
+        if self._node_size:
+            flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+            launch = [mpiexec(), *flags, "-n", str(self.npes), sys.executable]
+            env.update({"NUMBA_SHMEM_NODE_SIZE": str(self._node_size),
+                        "OMPI_MCA_plm_rsh_agent": "false", "NUMBA_SHMEM_BACKEND": BACKEND})
+            if BACKEND == "sim":
+                env["NUMBA_ENABLE_CUDASIM"] = "1"
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "shmem_run", "-n", str(self.npes),
-             str(PROGRAMS / "harness_pe.py"), path],
-            cwd=ROOT, env=_clean_env(self._env), stdout=subprocess.PIPE,
+            [*launch, str(PROGRAMS / "harness_pe.py"), path],
+            cwd=ROOT, env=_clean_env(env), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, start_new_session=True)
         RUNNING.add(self._proc)
         self.starts += 1

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import BACKEND, mpiexec
 from harness import PEGroup
 
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
@@ -24,10 +25,28 @@ def examples(n):
     return settings(max_examples=n * 5 if THOROUGH else n, deadline=None)
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["2pes", "4pes"])
+def _nodes_ready():
+    """Why the emulated-nodes group cannot run here, or None."""
+    if BACKEND != "sim":
+        return "PEs on other nodes are reached on the simulator only so far"
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return "mpi4py is not installed (pip install 'numba-shmem[mpi]')"
+    return None if mpiexec() else "no mpiexec on PATH"
+
+
+@pytest.fixture(scope="module", params=[2, 4, "nodes"], ids=["2pes", "4pes", "4pes-2nodes"])
 def group(request):
-    pes = PEGroup(request.param, env={"NUMBA_SHMEM_WAIT_TIMEOUT": "60",
-                                      "NUMBA_SHMEM_HEAP_SIZE": "64M"})
+    """2 or 4 PEs on one node; or 4 PEs in 2 emulated nodes under mpiexec, each
+    with a neighbour reached directly and two through the proxy."""
+    env = {"NUMBA_SHMEM_WAIT_TIMEOUT": "60", "NUMBA_SHMEM_HEAP_SIZE": "64M"}
+    if request.param == "nodes":
+        if _nodes_ready():
+            pytest.skip(_nodes_ready())
+        pes = PEGroup(4, env=env, node_size=2)
+    else:
+        pes = PEGroup(request.param, env=env)
     yield pes
     pes.close()
 
