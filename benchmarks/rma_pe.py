@@ -19,54 +19,38 @@ from numba_shmem._cuda._primitives import (_addr, _load_acquire, _load_relaxed, 
 
 
 # Each kernel repeats its copy `reps` times inside one launch, so that launch
-# overhead does not count; every block copies its own contiguous chunk.
+# overhead does not count; every block (warp, thread) copies its own contiguous
+# chunk.
 
-@cuda.jit
-def put_blocks(dest, source, chunk, pe, reps):
-    start = cuda.blockIdx.x * chunk
-    end = min(start + chunk, source.size)
-    if start < end:
-        for _ in range(reps):
-            shmem.put_block(dest[start:end], source[start:end], pe)
+BLOCK, WARP, THREAD = range(3)
 
 
-@cuda.jit
-def put_blocks_nbi(dest, source, chunk, pe, reps):
-    start = cuda.blockIdx.x * chunk
-    end = min(start + chunk, source.size)
-    if start < end:
-        for _ in range(reps):
-            shmem.put_block_nbi(dest[start:end], source[start:end], pe)
-    shmem.quiet()
+def _chunked(transfer, unit, then_quiet=False):
+    """A kernel in which every ``unit`` (BLOCK, WARP or THREAD) moves its own
+    chunk with ``transfer`` (put_block, get_block, ...) ``reps`` times."""
+    @cuda.jit
+    def kernel(dest, source, chunk, pe, reps):
+        if unit == BLOCK:
+            index = cuda.blockIdx.x
+        elif unit == WARP:
+            index = cuda.grid(1) // 32
+        else:
+            index = cuda.grid(1)
+        start = index * chunk
+        end = min(start + chunk, min(dest.size, source.size))
+        if start < end:
+            for _ in range(reps):
+                transfer(dest[start:end], source[start:end], pe)
+        if then_quiet:
+            shmem.quiet()
+    return kernel
 
 
-@cuda.jit
-def put_warps(dest, source, chunk, pe, reps):
-    # every warp its own chunk
-    start = (cuda.grid(1) // 32) * chunk
-    end = min(start + chunk, source.size)
-    if start < end:
-        for _ in range(reps):
-            shmem.put_warp(dest[start:end], source[start:end], pe)
-
-
-@cuda.jit
-def put_threads(dest, source, chunk, pe, reps):
-    # every thread its own chunk
-    start = cuda.grid(1) * chunk
-    end = min(start + chunk, source.size)
-    if start < end:
-        for _ in range(reps):
-            shmem.put(dest[start:end], source[start:end], pe)
-
-
-@cuda.jit
-def get_blocks(dest, source, chunk, pe, reps):
-    start = cuda.blockIdx.x * chunk
-    end = min(start + chunk, dest.size)
-    if start < end:
-        for _ in range(reps):
-            shmem.get_block(dest[start:end], source[start:end], pe)
+put_blocks = _chunked(shmem.put_block, BLOCK)
+put_blocks_nbi = _chunked(shmem.put_block_nbi, BLOCK, then_quiet=True)
+put_warps = _chunked(shmem.put_warp, WARP)
+put_threads = _chunked(shmem.put, THREAD)
+get_blocks = _chunked(shmem.get_block, BLOCK)
 
 
 @cuda.jit
