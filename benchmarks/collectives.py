@@ -3,6 +3,7 @@ host fcollect/alltoall/sum_reduce against a local copy of the same bytes, and th
 fused AllGather + GEMM against fcollect then the same GEMM, measured in the same runs.
 
     python benchmarks/collectives.py [--pes 1 2 4] [--max-bytes 67108864] [--json out.json]
+                                     [--nvshmem coll2.json coll4.json]
 """
 
 import argparse
@@ -19,7 +20,13 @@ def main():
     parser.add_argument("--pes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--max-bytes", type=int, default=64 << 20)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--nvshmem", type=Path, nargs="*", default=[],
+                        help="outputs of benchmarks/nvshmem/run.sh coll_block (one per PE count)")
     args = parser.parse_args()
+    nvshmem = {}  # PE count -> bytes -> NVSHMEM's row
+    for path in args.nvshmem:
+        twin = json.loads(path.read_text().strip().splitlines()[-1])
+        nvshmem[twin["npes"]] = {row["bytes"]: row for row in twin["block_collectives"]}
     runs = []
     for npes in args.pes:
         run = subprocess.run([sys.executable, "-m", "shmem_run", "-n", str(npes),
@@ -57,6 +64,23 @@ def main():
                 + f" {row['local_copy_s'] / row['fcollect_s']:>14.2f}" + "".join(
                 f" {row[k] * 1e6:>{w}.0f}" for k, w in (
                     ("fcollect_host_s", 18), ("alltoall_host_s", 9), ("sum_reduce_host_s", 11))))
+        kinds = ("fcollect", "alltoall", "broadcast", "sum_reduce")
+        theirs = nvshmem.get(npes, {})
+        print(f"  block collectives inside a kernel (one block of 256 threads per PE, team "
+              f"world, float64), us per call over {r['block_rounds']} calls"
+              + ("; [NVSHMEM's, benchmarks/nvshmem/coll_block.cu] and ours / NVSHMEM's"
+                 if theirs else ""))
+        print(f"  {'bytes':>10}" + "".join(f" {k:>23}" for k in kinds))
+        for row in r["block_collectives"]:
+            other = theirs.get(row["bytes"], {})
+            cells = []
+            for k in kinds:
+                ours = row[k + "_us"]
+                cell = f"{ours:.2f}"
+                if k + "_us" in other:
+                    cell += f" [{other[k + '_us']:.2f}] {ours / other[k + '_us']:.2f}x"
+                cells.append(f" {cell:>23}")
+            print(f"  {row['bytes']:>10}" + "".join(cells))
         shape = "x".join(map(str, r["gemm_shape"]))
         fused, registers = r["fused_s"], r["registers"]
         print(f"  AllGather + GEMM ({shape}), GPU time per call, {r['gemm_reps']} calls queued "

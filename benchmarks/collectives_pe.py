@@ -2,7 +2,8 @@
 
 Prints one JSON line from PE 0: barrier_all latency, a bare PTX ping-pong
 (PEs 0 and 1) for reference, the host collectives' time against a local
-device-to-device copy (cuMemcpyDtoD) of the bytes each PE moves, and the fused
+device-to-device copy (cuMemcpyDtoD) of the bytes each PE moves, the block
+collectives' time per call inside a kernel, and the fused
 AllGather + GEMM against the same work unfused (fcollect, then the same tiled
 multiplication).
 """
@@ -35,6 +36,32 @@ def barriers(stamps, rounds):
             if r == WARMUP:
                 stamps[0] = _now()
             shmem.barrier_all()
+        stamps[1] = _now()
+
+
+#: the block collectives timed inside one kernel, and the float64 elements each
+#: PE contributes (8 B, 4 KiB, 64 KiB); benchmarks/nvshmem/coll_block.cu does
+#: the same with NVSHMEM's
+BLOCK_COLLECTIVES = ("fcollect", "alltoall", "broadcast", "sum_reduce")
+BLOCK_ELEMENTS = (1, 512, 8192)
+BLOCK_ROUNDS = 1000
+
+
+@cuda.jit
+def block_collectives(kind, dest, source, nelems, rounds, stamps):
+    # one block per PE; the rounds after WARMUP are timed
+    for r in range(rounds):
+        if r == WARMUP and cuda.threadIdx.x == 0:
+            stamps[0] = _now()
+        if kind == 0:
+            shmem.fcollect_block(shmem.TEAM_WORLD, dest, source, nelems)
+        elif kind == 1:
+            shmem.alltoall_block(shmem.TEAM_WORLD, dest, source, nelems)
+        elif kind == 2:
+            shmem.broadcast_block(shmem.TEAM_WORLD, dest, source, nelems, 0)
+        else:
+            shmem.sum_reduce_block(shmem.TEAM_WORLD, dest, source, nelems)
+    if cuda.threadIdx.x == 0:
         stamps[1] = _now()
 
 
@@ -104,6 +131,25 @@ def main():
         size *= 4
     results["collectives"] = rows
     results["collective_reps"] = COLLECTIVE_REPS
+    # block collectives inside a kernel: us per call, the kernel's own clock
+    results["block_collectives"] = []
+    for nelems in BLOCK_ELEMENTS:
+        source = shmem.zeros(nelems * npes, np.float64)
+        dest = shmem.zeros(nelems * npes, np.float64)
+        row = {"bytes": nelems * 8}
+        for kind, name in enumerate(BLOCK_COLLECTIVES):
+            for _ in range(2):  # the first run compiles
+                shmem.barrier_all()
+                shmem.collective_launch(block_collectives, 1, 256, kind, dest, source, nelems,
+                                        BLOCK_ROUNDS, stamps)
+                cuda.synchronize()
+            t0, t1 = stamps.copy_to_host()
+            row[f"{name}_us"] = (t1 - t0) / 1e3 / (BLOCK_ROUNDS - WARMUP)
+        results["block_collectives"].append(row)
+        shmem.barrier_all()
+        for arr in (dest, source):
+            shmem.free(arr)
+    results["block_rounds"] = BLOCK_ROUNDS - WARMUP
     # fused AllGather + GEMM against fcollect, then GEMM
     m, k, n = 1024, 1024, 1024
     gathered = shmem.zeros(npes * m * k, np.float32)

@@ -6,7 +6,7 @@ baseline measured in the same run.
     python benchmarks/rma.py [--max-bytes 268435456] [--json out.json] [--png out.png]
                              [--nvshmem nvshmem.json]
 
-With ``--nvshmem``, the output of ``benchmarks/nvshmem/run.sh`` (NVSHMEM doing the
+With ``--nvshmem``, the output of ``benchmarks/nvshmem/run.sh scopes_bw`` (NVSHMEM doing the
 scope rows' work on the same grid), the scope rows print NVSHMEM's figures and
 the ratio beside ours.
 """
@@ -26,7 +26,8 @@ def main():
     parser.add_argument("--json", type=Path)
     parser.add_argument("--png", type=Path)
     parser.add_argument("--nvshmem", type=Path,
-                        help="the output of benchmarks/nvshmem/run.sh, for the scope rows")
+                        help="the output of benchmarks/nvshmem/run.sh scopes_bw, for the "
+                        "scope rows")
     args = parser.parse_args()
     run = subprocess.run([sys.executable, "-m", "shmem_run", "-n", "2",
                           str(HERE / "rma_pe.py"), str(args.max_bytes)],
@@ -66,7 +67,7 @@ def main():
                  else ""))
     theirs = {}
     if args.nvshmem:
-        # the JSON line of benchmarks/nvshmem/run.sh, run in the same hour
+        # the JSON line of benchmarks/nvshmem/run.sh scopes_bw, run in the same hour
         twin = json.loads(args.nvshmem.read_text().strip().splitlines()[-1])
         theirs = {row["bytes"]: row for row in twin["bandwidth"]}
         print(f"NVSHMEM {twin['nvshmem']} beside it (benchmarks/nvshmem/scopes_bw.cu, same grid "

@@ -5,27 +5,8 @@
 // sizes 4 KiB to the maximum by 4x. A measuring program beside our benchmark,
 // not part of the library. Prints one JSON line (PE 0).
 //
-// Bootstrap: NVSHMEM's unique-id bootstrap through a file in $SCOPES_SYNC_DIR
-// (PE 0 writes it, the other PE reads it); $SCOPES_PE and $SCOPES_NPES number
-// the PEs. benchmarks/nvshmem/run.sh starts both PEs under a private MPS daemon.
-#include <cuda_runtime.h>
-#include <nvshmem.h>
-#include <nvshmemx.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#define CHECK(x)                                                                        \
-    do {                                                                                \
-        cudaError_t err = (x);                                                          \
-        if (err != cudaSuccess) {                                                       \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,                   \
-                    cudaGetErrorString(err));                                           \
-            exit(2);                                                                    \
-        }                                                                               \
-    } while (0)
+// (common.cuh: the bootstrap, checks and timing)
+#include "common.cuh"
 
 static const int BLOCKS = 132 * 4, THREADS = 256;
 
@@ -61,58 +42,9 @@ __global__ void arange(double *a, size_t n) {
         a[i] = (double)i;
 }
 
-// seconds per repetition, after a warm-up launch of one repetition
-template <class Launch>
-static double per_rep(Launch launch, int reps) {
-    launch(1);
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    CHECK(cudaEventRecord(a));
-    launch(reps);
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    CHECK(cudaEventDestroy(a));
-    CHECK(cudaEventDestroy(b));
-    return ms / 1e3 / reps;
-}
-
-static void bootstrap(int pe, int npes, const std::string &dir) {
-    static nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
-    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-    std::string path = dir + "/uid", part = path + ".part";
-    if (pe == 0) {
-        if (nvshmemx_get_uniqueid(&id) != 0) { fprintf(stderr, "no unique id\n"); exit(2); }
-        FILE *f = fopen(part.c_str(), "wb");
-        if (!f || fwrite(&id, sizeof id, 1, f) != 1) { perror(part.c_str()); exit(2); }
-        fclose(f);
-        rename(part.c_str(), path.c_str());
-    } else {
-        struct stat st;
-        for (int waited = 0; stat(path.c_str(), &st) != 0; waited++) {
-            if (waited > 120000) { fprintf(stderr, "PE %d: no %s after 120 s\n", pe, path.c_str()); exit(3); }
-            usleep(1000);
-        }
-        FILE *f = fopen(path.c_str(), "rb");
-        if (!f || fread(&id, sizeof id, 1, f) != 1) { perror(path.c_str()); exit(2); }
-        fclose(f);
-    }
-    nvshmemx_set_attr_uniqueid_args(pe, npes, &id, &attr);
-    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
-}
-
 int main(int argc, char **argv) {
     size_t max_bytes = argc > 1 ? strtoull(argv[1], nullptr, 10) : (256ull << 20);
-    const char *pe_env = getenv("SCOPES_PE"), *npes_env = getenv("SCOPES_NPES");
-    const char *dir = getenv("SCOPES_SYNC_DIR");
-    if (!pe_env || !npes_env || !dir) { fprintf(stderr, "set SCOPES_PE, SCOPES_NPES, SCOPES_SYNC_DIR\n"); return 2; }
-    CHECK(cudaSetDevice(0));
-    CHECK(cudaFree(0));
-    bootstrap(atoi(pe_env), atoi(npes_env), dir);
+    start_pe();
     int me = nvshmem_my_pe();
     size_t n = max_bytes / 8;
     double *heap = (double *)nvshmem_malloc(max_bytes);  // PE 0 puts into PE 1's, gets from it
@@ -131,9 +63,15 @@ int main(int argc, char **argv) {
             size_t per_warp = (count + BLOCKS * (THREADS / 32) - 1) / (BLOCKS * (THREADS / 32));
             size_t per_thread = (count + (size_t)BLOCKS * THREADS - 1) / ((size_t)BLOCKS * THREADS);
             int grid = (int)((count + per_block - 1) / per_block);
-            double warp = per_rep([&](int r) { put_warps<<<BLOCKS, THREADS>>>(heap, local, count, per_warp, 1, r); }, reps);
-            double thread = per_rep([&](int r) { put_threads<<<BLOCKS, THREADS>>>(heap, local, count, per_thread, 1, r); }, reps);
-            double get = per_rep([&](int r) { get_blocks<<<grid, THREADS>>>(local, heap, count, per_block, 1, r); }, reps);
+            double warp = per_rep([&](int r) {
+                put_warps<<<BLOCKS, THREADS>>>(heap, local, count, per_warp, 1, r);
+            }, reps);
+            double thread = per_rep([&](int r) {
+                put_threads<<<BLOCKS, THREADS>>>(heap, local, count, per_thread, 1, r);
+            }, reps);
+            double get = per_rep([&](int r) {
+                get_blocks<<<grid, THREADS>>>(local, heap, count, per_block, 1, r);
+            }, reps);
             char buf[256];
             snprintf(buf, sizeof buf, "%s{\"bytes\": %zu, \"reps\": %d, \"put_warp_s\": %.9e, "
                      "\"put_thread_s\": %.9e, \"get_block_s\": %.9e}", rows.empty() ? "" : ", ",
