@@ -2,8 +2,9 @@
 
 ``PEGroup(n)`` starts ``tests/programs/harness_pe.py`` with ``n`` PEs through
 the real launcher (or, with ``node_size=k``, under mpiexec in emulated nodes of
-``k`` PEs, so that some PEs are reached directly and others through the proxy); each PE connects back to a Unix socket of the test process
-and runs the collective requests sent to it (``group.run(kind, args_per_pe)``).
+``k`` PEs, so that some PEs are reached directly and others through the proxy);
+each PE connects back to a Unix socket of the test process and runs the
+collective requests sent to it (``group.run(kind, args_per_pe)``).
 A PE that does not answer in time, or dies, fails the request with the PE and
 what it was running; the group is then stopped and started afresh by the next
 request, so a hang never wedges the suite.

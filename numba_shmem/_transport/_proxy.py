@@ -12,10 +12,11 @@ them in that order, so operations toward one PE stay in program order across
 the network (what ``fence`` asks); ``quiet`` waits until every request this PE
 posted is answered, that is, complete at its target.
 
-Idle, the proxy polls with a back-off that reaches a millisecond (a post wakes
-it at once); it needs
-MPI initialized with MPI_THREAD_MULTIPLE (mpi4py's default), because the
-application's thread uses MPI (the bootstrap's collectives) meanwhile.
+Memory is bounded: the data staged in the ring and not yet sent (RING_BYTES)
+counts until MPI is done sending it. Idle, the proxy polls with a back-off
+that reaches a millisecond (a post wakes it at once). It needs MPI initialized
+with MPI_THREAD_MULTIPLE (mpi4py's default): the application's thread calls
+MPI (the bootstrap's collectives) meanwhile.
 """
 
 import collections
@@ -31,7 +32,8 @@ from .._errors import ShmemTimeoutError, ShmemUsageError
 PUT, GET, ATOMIC, SIGNAL = "put", "get", "atomic", "signal"
 _REQUEST, _ANSWER, _DATA = 11, 12, 13  # MPI tags: headers (pickled), then raw data
 
-#: at most this many requests, and this many staged bytes, wait in the ring
+#: at most this many requests wait in the ring, and this many bytes of their
+#: data are staged (in the ring, or sent and not yet done)
 RING_SLOTS = 4096
 RING_BYTES = 64 << 20
 
@@ -84,8 +86,9 @@ class Proxy:
         """Queue one request; its sequence number. Waits while the ring is full."""
         deadline = self._deadline()
         with self._lock:
-            while (len(self._ring) >= RING_SLOTS or self._staged + nbytes > RING_BYTES) and \
-                    self._ring:
+            # (one request larger than the whole budget goes once nothing else is staged)
+            while len(self._ring) >= RING_SLOTS or (self._staged + nbytes > RING_BYTES
+                                                    and self._staged > 0):
                 self._check(pe, what)
                 if not self._lock.wait(self._left(deadline, pe, what, "room in the ring")):
                     self._left(deadline, pe, what, "room in the ring")
@@ -176,27 +179,29 @@ class Proxy:
                 with self._lock:
                     batch = list(self._ring)
                     self._ring.clear()
-                    self._staged = 0
                     stopping = self._stopping
                     if batch:
                         self._lock.notify_all()  # room in the ring
-                for pe, request, _nbytes in batch:
+                for pe, request, nbytes in batch:
                     if request[0] == PUT:  # the header, then the data
                         kind, seq, offset, data = request
                         sending.append((self._comm.isend((kind, seq, offset, data.size), dest=pe,
-                                                         tag=_REQUEST), None))
-                        sending.append((self._comm.Isend(data, dest=pe, tag=_DATA), data))
+                                                         tag=_REQUEST), None, 0))
+                        sending.append((self._comm.Isend(data, dest=pe, tag=_DATA), data, nbytes))
                     else:
-                        sending.append((self._comm.isend(request, dest=pe, tag=_REQUEST), None))
+                        sending.append((self._comm.isend(request, dest=pe, tag=_REQUEST), None,
+                                        0))
                     busy = True
                 while self._comm.iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
                     source, tag = status.Get_source(), status.Get_tag()
                     message = self._comm.recv(source=source, tag=tag)
                     if tag == _REQUEST:
                         answer, data = self._apply(message, source)
-                        sending.append((self._comm.isend(answer, dest=source, tag=_ANSWER), None))
+                        sending.append((self._comm.isend(answer, dest=source, tag=_ANSWER), None,
+                                        0))
                         if data is not None:
-                            sending.append((self._comm.Isend(data, dest=source, tag=_DATA), data))
+                            sending.append((self._comm.Isend(data, dest=source, tag=_DATA), data,
+                                            0))
                     else:
                         seq, result = message
                         if isinstance(result, tuple) and result[0] == "data":
@@ -204,8 +209,19 @@ class Proxy:
                             self._comm.Recv(result, source=source, tag=_DATA)
                         self._answered_one(seq, result)
                     busy = True
-                # (each send keeps its buffer alive until MPI is done with it)
-                sending = [entry for entry in sending if not entry[0].Test()]
+                # each send keeps its buffer alive until MPI is done with it;
+                # then its staged bytes no longer count
+                still, released = [], 0
+                for entry in sending:
+                    if entry[0].Test():
+                        released += entry[2]
+                    else:
+                        still.append(entry)
+                sending = still
+                if released:
+                    with self._lock:
+                        self._staged -= released
+                        self._lock.notify_all()
                 if stopping and not batch and not sending:
                     return
                 now = time.monotonic()
