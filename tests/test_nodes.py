@@ -98,9 +98,13 @@ def test_the_samples_run_unchanged_across_nodes():
     assert pe_lines(result) == [
         "PE 0 (prefill) sent 4096 elements to each of 3 decode PEs"] + [
         f"PE {pe} (decode) received 4096 elements, 0 wrong" for pe in (1, 2, 3)]
-    result = nodes_run(4, 2, "samples/moe_dispatch.py")
+    result = nodes_run(4, 2, "samples/moe_dispatch.py", "--tokens", 16, "--hidden", 32)
     lines = pe_lines(result)
-    assert len(lines) == 4 and all(line.endswith("combined results wrong: 0") for line in lines)
+    assert len(lines) == 4 and all(line.startswith(f"PE {pe}: sent 16 tokens, ")
+                                   and line.endswith("combined results wrong: 0")
+                                   for pe, line in enumerate(lines)), lines
+    took = sum(int(line.split("took ")[1].split(",")[0]) for line in lines)
+    assert took == 4 * 16  # every token reached an expert, wherever it lives
 
 
 def test_a_pe_that_does_not_answer_is_an_error_naming_it_not_a_hang():
