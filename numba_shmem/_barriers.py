@@ -14,7 +14,7 @@ def barrier_all():
     this PE's puts, atomics and signals, then wait for every PE; launch such a
     kernel with ``collective_launch``."""
     runtime = require("barrier_all")
-    runtime.synchronize()
+    runtime.synchronize("shmem.barrier_all")
     runtime.bootstrap.barrier("shmem.barrier_all")
 
 
@@ -36,7 +36,7 @@ def barrier(team, *, stream=None):
         return _rma.barrier_on_stream(team, stream, "barrier")
     runtime = require("barrier")
     members = runtime.teams.get(team, "shmem.barrier")
-    runtime.synchronize()
+    runtime.synchronize("shmem.barrier")
     runtime.bootstrap.barrier("shmem.barrier", list(members))
 
 

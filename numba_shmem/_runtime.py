@@ -76,8 +76,7 @@ class Runtime:
         try:
             from . import _transport
 
-            if _transport.far_pes(self.bootstrap) and self.backend == "cuda":
-                _transport.start(self)  # refuses, saying why, before the GPU is touched
+            _transport.check_reachable(self)  # before the GPU is touched
             if self.backend == "cuda":
                 backend = self._start_cuda()
             else:
@@ -146,7 +145,7 @@ class Runtime:
         self._undo.push(call, "cuStreamDestroy", self.setup_stream)
         return heap
 
-    def synchronize(self, what="shmem.barrier_all"):
+    def synchronize(self, what):
         """Complete this PE's work: its GPU's, and what its proxy carries to
         other nodes."""
         if self.backend == "cuda":
@@ -206,7 +205,7 @@ def finalize():
     """Collective. Wait for every PE, then release the heap and the bootstrap.
     Also runs (without the wait) when the process exits."""
     runtime = require("finalize")
-    runtime.synchronize()
+    runtime.synchronize("shmem.finalize")
     runtime.bootstrap.barrier("shmem.finalize")
     _teardown(_wire.FINALIZED)
 

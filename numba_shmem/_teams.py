@@ -172,7 +172,7 @@ def team_destroy(team):
     if team in (TEAM_WORLD, TEAM_SHARED):
         raise ShmemUsageError("shmem.team_destroy: TEAM_WORLD and TEAM_SHARED cannot be destroyed")
     members = runtime.teams.get(team, "shmem.team_destroy")
-    runtime.synchronize()  # this PE's kernels that use the team are done...
+    runtime.synchronize("shmem.team_destroy")  # this PE's kernels using the team are done...
     runtime.bootstrap.barrier("shmem.team_destroy", list(members))  # ...and every member's
     runtime.teams.remove(team)
     # A device barrier waits until each member's slot reaches the epoch of its

@@ -175,7 +175,7 @@ def iput(dest, source, dst_stride, src_stride, nelems, pe):
         remote = _contiguous(_remote(dest, pe, "iput"), "iput", "dest")
         remote[:nelems * dst_stride:dst_stride] = values
         return
-    for i, value in enumerate(values):
+    for i in range(len(values)):
         _store(dest, pe, i * dst_stride, values[i:i + 1], "iput")
 
 

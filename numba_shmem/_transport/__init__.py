@@ -14,21 +14,29 @@ def far_pes(bootstrap):
     return [pe for pe in range(bootstrap.size) if pe not in bootstrap.local_peers]
 
 
-def start(runtime):
-    """The proxy of a job that spans nodes, else None."""
+def check_reachable(runtime):
+    """Before the backend starts: a usage error if this job spans nodes and its
+    backend has no proxy (the GPU, so far)."""
     far = far_pes(runtime.bootstrap)
-    if not far:
-        return None
-    from .._errors import ShmemUsageError
+    if far and runtime.backend == "cuda":
+        from .._errors import ShmemUsageError
 
-    bootstrap = runtime.bootstrap
-    if runtime.backend == "cuda":
+        bootstrap = runtime.bootstrap
         nodes = getattr(bootstrap, "nodes", None) or ["?"] * bootstrap.size
         raise ShmemUsageError(
             f"PE {bootstrap.rank} (on node {nodes[bootstrap.rank]}) cannot reach PE {far[0]} "
             f"(on node {nodes[far[0]]}): on the GPU numba-shmem reaches only the PEs of one "
             "node for now (the simulator reaches every node, through the proxy); start every "
             "PE on one node (mpirun -n N on one host, or shmem-run -n N)")
+
+
+def start(runtime):
+    """The proxy of a job that spans nodes (on the simulator), else None."""
+    if not far_pes(runtime.bootstrap):
+        return None
+    from .._errors import ShmemUsageError
+
+    bootstrap = runtime.bootstrap
     if not hasattr(bootstrap, "communicator"):
         raise ShmemUsageError(
             f"PE {bootstrap.rank}: PEs on other nodes are reached through MPI; start the job "
