@@ -237,6 +237,16 @@ def _finalize_at_exit():
         why = f"{_wire.EXITED} (uncaught {_uncaught[-1]})" if _uncaught else _wire.EXITED
         runtime = _current
         _teardown(why, gpu_wait=EXIT_GPU_WAIT_S)
+        if _uncaught and runtime.bootstrap.name == "MPI":
+            # MPI_Finalize at exit would wait for the other PEs, which wait for
+            # this one: end the job on every node instead, saying who and why
+            from mpi4py import MPI
+
+            print(f"numba-shmem: PE {runtime.bootstrap.rank} of {runtime.bootstrap.size} "
+                  f"exits with an uncaught {_uncaught[-1]}: aborting the MPI job (code 1)",
+                  file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            MPI.COMM_WORLD.Abort(1)
         if runtime.gpu == "busy":
             # a kernel still runs outside the library's waits; the CUDA driver's
             # own exit would wait for it for ever: leave now

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -121,3 +122,24 @@ def test_a_pe_that_does_not_answer_is_an_error_naming_it_not_a_hang(tmp_path):
                       r"PE 1 through the proxy \(PEs on other nodes\)", result.stdout)
     assert found and int(found.group(1)) <= 10, result.stdout + result.stderr
     assert _private_dirs() <= before  # both PEs left the usual way
+
+
+def test_a_pe_that_dies_ends_the_job_on_every_node_in_one_line():
+    """Before: MPI_Finalize at its exit waited for the others, which waited in
+    the barrier for it, until the wait time-out (300 s)."""
+    if _ready():
+        pytest.skip(_ready())
+    before, shm = _private_dirs(), shm_entries()
+    env = {"NUMBA_SHMEM_BACKEND": "sim", "NUMBA_ENABLE_CUDASIM": "1",
+           "NUMBA_SHMEM_NODE_SIZE": "1", "OMPI_MCA_plm_rsh_agent": "false"}
+    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    start = time.monotonic()
+    result = run_hard([mpiexec(), *flags, "-n", "3", sys.executable,
+                       str(ROOT / "tests/programs/pe_dies.py")], 120, env)
+    assert result.returncode != 0 and time.monotonic() - start < 60
+    output = result.stdout + result.stderr
+    assert "numba-shmem: PE 1 of 3 exits with an uncaught RuntimeError: aborting the MPI job " \
+           "(code 1)" in output, output
+    assert "the barrier returned" not in output
+    # the PEs that mpirun stopped removed their private directories first
+    assert _private_dirs() <= before and shm_entries() == shm

@@ -13,8 +13,10 @@ import hmac
 import os
 import secrets
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
 
 from .._errors import ShmemUsageError
@@ -68,6 +70,21 @@ class MPIBootstrap(Bootstrap):
         except BaseException:
             self._remove_socket()
             raise
+        self._remove_on_sigterm()
+
+    def _remove_on_sigterm(self):
+        """mpirun ends a job that a PE aborted with SIGTERM to the others: remove
+        this PE's private directory first, then die of the signal as before.
+        Only where the program has not set a SIGTERM handler of its own."""
+        if threading.current_thread() is not threading.main_thread() or \
+                signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def on_sigterm(signum, frame):
+            self._remove_socket()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        signal.signal(signal.SIGTERM, on_sigterm)
 
     def communicator(self):
         """The job's communicator (a duplicate of COMM_WORLD), for the proxy."""
