@@ -135,8 +135,7 @@ _SCOPE = {
     "_block": ("", _BLOCK_RANK, _BLOCK_SIZE, "    cuda.syncthreads()\n", f"{_BLOCK_RANK} == 0"),
 }
 
-_NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4,
-              "_copy8": _copy8,
+_NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy8": _copy8,
               "_copy4": _copy4, "_copy2": _copy2, "_copy1": _copy1, "min": min,
               "_remote": _remote, "_addr": _addr, "_signal_release": _signal_release}
 
