@@ -113,3 +113,14 @@ def mpiexec():
         candidate = bindir / "mpiexec"
         found = str(candidate) if candidate.exists() else None
     return found
+
+
+def mpiexec_job(npes, *command, env=None):
+    """``(argv, env)`` that run ``command`` as ``npes`` ranks under mpiexec on
+    this machine's backend: as root with --allow-run-as-root --oversubscribe;
+    with no ssh/rsh agent (Open MPI 4 insists on one even for a single node)."""
+    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    base = {"NUMBA_SHMEM_BACKEND": BACKEND, "OMPI_MCA_plm_rsh_agent": "false"}
+    if BACKEND == "sim":
+        base["NUMBA_ENABLE_CUDASIM"] = "1"
+    return [mpiexec(), *flags, "-n", str(npes), *map(str, command)], {**base, **(env or {})}

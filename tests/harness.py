@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from conftest import BACKEND, PROGRAMS, ROOT, RUNNING, _clean_env, mpiexec, stop_job
+from conftest import PROGRAMS, ROOT, RUNNING, _clean_env, mpiexec_job, stop_job
 from numba_shmem._bootstrap import _wire
 
 
@@ -44,17 +44,15 @@ class PEGroup:
         listener.bind(path)
         listener.listen(self.npes)
         listener.settimeout(self._start_timeout)
-        launch = [sys.executable, "-m", "shmem_run", "-n", str(self.npes)]
-        env = dict(self._env)
+        program = (PROGRAMS / "harness_pe.py", path)
         if self._node_size:
-            flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
-            launch = [mpiexec(), *flags, "-n", str(self.npes), sys.executable]
-            env.update({"NUMBA_SHMEM_NODE_SIZE": str(self._node_size),
-                        "OMPI_MCA_plm_rsh_agent": "false", "NUMBA_SHMEM_BACKEND": BACKEND})
-            if BACKEND == "sim":
-                env["NUMBA_ENABLE_CUDASIM"] = "1"
+            argv, env = mpiexec_job(self.npes, sys.executable, *program, env={
+                **self._env, "NUMBA_SHMEM_NODE_SIZE": str(self._node_size)})
+        else:
+            argv = [sys.executable, "-m", "shmem_run", "-n", str(self.npes), *map(str, program)]
+            env = self._env
         self._proc = subprocess.Popen(
-            [*launch, str(PROGRAMS / "harness_pe.py"), path],
+            argv,
             cwd=ROOT, env=_clean_env(env), stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, start_new_session=True)
         RUNNING.add(self._proc)

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import ROOT, mpiexec, needs_gpu, run_hard, shm_entries
+from conftest import ROOT, mpiexec, mpiexec_job, needs_gpu, run_hard, shm_entries
 from numba_shmem import ShmemBootstrapError
 from numba_shmem._bootstrap import _wire
 from numba_shmem._bootstrap._launcher import LauncherBootstrap
@@ -131,16 +131,9 @@ def _mpi_ready():
 @pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
 @pytest.mark.parametrize("npes", [2, 3])
 def test_ring_under_mpiexec(npes):
-    from conftest import BACKEND
-
     before = shm_entries()
-    # Open MPI 4 insists on an ssh/rsh agent even for a single node
-    env = {"NUMBA_SHMEM_BACKEND": BACKEND, "OMPI_MCA_plm_rsh_agent": "false"}
-    if BACKEND == "sim":
-        env["NUMBA_ENABLE_CUDASIM"] = "1"
-    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
-    result = run_hard([mpiexec(), *flags, "-n", str(npes), sys.executable,
-                       str(ROOT / "samples/ring.py")], 180, env)
+    argv, env = mpiexec_job(npes, sys.executable, ROOT / "samples/ring.py")
+    result = run_hard(argv, 180, env)
     assert result.returncode == 0, result.stdout + result.stderr
     # (Open MPI may add terminal escape sequences of its own)
     lines = sorted(line for line in result.stdout.splitlines() if line.startswith("PE "))
@@ -152,15 +145,9 @@ def test_ring_under_mpiexec(npes):
 @pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
 def test_teams_under_mpiexec():
     """Team collectives use MPI communicators of the members only."""
-    from conftest import BACKEND
-
-    env = {"NUMBA_SHMEM_BACKEND": BACKEND, "OMPI_MCA_plm_rsh_agent": "false",
-           "NUMBA_SHMEM_WAIT_TIMEOUT": "120"}
-    if BACKEND == "sim":
-        env["NUMBA_ENABLE_CUDASIM"] = "1"
-    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
-    result = run_hard([mpiexec(), *flags, "-n", "4", sys.executable,
-                       str(ROOT / "tests/programs/teams.py"), "5"], 300, env)
+    argv, env = mpiexec_job(4, sys.executable, ROOT / "tests/programs/teams.py", 5,
+                            env={"NUMBA_SHMEM_WAIT_TIMEOUT": "120"})
+    result = run_hard(argv, 300, env)
     assert result.returncode == 0, result.stdout + result.stderr
     # (Open MPI may add terminal escape sequences of its own)
     lines = sorted(re.findall(r"PE \d+: teams ok", result.stdout))
@@ -168,15 +155,9 @@ def test_teams_under_mpiexec():
 
 
 def _mpiexec(npes, program, env=None, timeout=180):
-    from conftest import BACKEND
-
-    env = {"NUMBA_SHMEM_BACKEND": BACKEND, "OMPI_MCA_plm_rsh_agent": "false",
-           "NUMBA_SHMEM_WAIT_TIMEOUT": "60", **(env or {})}
-    if BACKEND == "sim":
-        env["NUMBA_ENABLE_CUDASIM"] = "1"
-    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
-    return run_hard([mpiexec(), *flags, "-n", str(npes), sys.executable,
-                     str(ROOT / "tests/programs" / program[0]), *program[1:]], timeout, env)
+    argv, env = mpiexec_job(npes, sys.executable, ROOT / "tests/programs" / program[0],
+                            *program[1:], env={"NUMBA_SHMEM_WAIT_TIMEOUT": "60", **(env or {})})
+    return run_hard(argv, timeout, env)
 
 
 @pytest.mark.mpi

@@ -10,6 +10,7 @@ import numpy as np
 from .._arrays import checked_pe
 from .._errors import ShmemUsageError
 from .._runtime import require
+from .._transport import proxy_for
 from ._handles import as_stream, raw_handle
 from ._targets import Targets
 
@@ -90,7 +91,6 @@ def peer_base(runtime, pe, name):
     found = bases.get(pe) if type(pe) is int else None
     if found is not None:
         return found
-    if runtime.proxy is not None and checked_pe(runtime, pe, f"shmem.{name}",
-                                                direct=False) not in bases:
+    if proxy_for(runtime, pe, f"shmem.{name}") is not None:
         return None
     return bases[checked_pe(runtime, pe, f"shmem.{name}")]
