@@ -83,6 +83,17 @@ def test_collectives_and_teams_across_nodes(mode):
         assert pe_lines(result) == [f"PE {pe}: teams ok" for pe in range(4)]
 
 
+@pytest.mark.skipif(BACKEND != "sim", reason="the ring's host side, driven from Python threads "
+                    "on the simulator's heap")
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_device_ring_delivers_every_request_once_in_order(seed):
+    """The GPU's ring (_transport/_ring.py) with Python threads posting as GPU
+    threads do: 2,096 requests per PE (every slot reused twice), puts of 1-16
+    bytes, fetching adds, gets and signals, against a model; quiet covers all."""
+    result = nodes_run(2, 1, "ring_protocol.py", seed, timeout=120)
+    assert pe_lines(result) == [f"PE {pe}: 2096 requests through the ring ok" for pe in (0, 1)]
+
+
 def test_barriers_and_on_stream_calls_across_nodes():
     result = nodes_run(4, 1, "barriers.py", 3)
     assert pe_lines(result) == [f"PE {pe}: 3 rounds of barriers at thread, block and warp "

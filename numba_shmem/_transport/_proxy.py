@@ -12,6 +12,9 @@ them in that order, so operations toward one PE stay in program order across
 the network (what ``fence`` asks); ``quiet`` waits until every request this PE
 posted is answered, that is, complete at its target.
 
+GPU threads post into a ring of their own in pinned host memory (``_ring``),
+which the proxy thread drains beside this one: same requests, same order.
+
 Memory is bounded: the data staged in the ring and not yet sent (RING_BYTES)
 counts until MPI is done sending it. Idle, the proxy polls with a back-off
 that reaches a millisecond (a post wakes it at once). It needs MPI initialized
@@ -27,6 +30,7 @@ import time
 import numpy as np
 
 from .._errors import ShmemTimeoutError, ShmemUsageError
+from . import _ring
 
 #: request kinds
 PUT, GET, ATOMIC, SIGNAL = "put", "get", "atomic", "signal"
@@ -37,6 +41,8 @@ _REQUEST, _ANSWER, _DATA = 11, 12, 13  # MPI tags: headers (pickled), then raw d
 RING_SLOTS = 4096
 RING_BYTES = 64 << 20
 
+_DEVICE_KINDS = {_ring.PUT: PUT, _ring.GET: GET, _ring.ATOMIC: ATOMIC, _ring.SIGNAL: SIGNAL}
+
 
 class Proxy:
     """Collective over every PE (it duplicates the bootstrap's communicator).
@@ -46,10 +52,18 @@ class Proxy:
     value, cond)`` (returns the old value) and ``signal(offset, op, value)``.
 
     A put's or a get's data travels as a message of its own right after its
-    header (tag _DATA), never pickled: received straight into the heap at the
-    target, or into the caller's buffer at the origin."""
+    header (tag _DATA), never pickled: received into ``target.receive(offset,
+    nbytes)`` (on the simulator the heap itself) and handed to
+    ``target.received(offset, buffer)``; a get's is sent from
+    ``target.read(offset, nbytes)``. ``target.attach()`` runs first in the
+    proxy thread (the GPU's binds its CUDA context).
 
-    def __init__(self, bootstrap, target, wait_timeout, debug=False):
+    ``device`` (a ``_ring.DeviceRing``, or None) is the ring the GPU's threads
+    post into; ``stop_waiters()``, if given, is called when the proxy thread
+    fails (the GPU's kernels waiting for it then stop instead of hanging)."""
+
+    def __init__(self, bootstrap, target, wait_timeout, debug=False, device=None,
+                 stop_waiters=None):
         from mpi4py import MPI
 
         self._mpi = MPI
@@ -61,6 +75,9 @@ class Proxy:
         self.rank = bootstrap.rank
         self._comm = bootstrap.communicator().Dup()
         self._target = target
+        self._device = device
+        self._stop_waiters = stop_waiters
+        self._device_seqs = {}  # seq -> ticket, for each request from the device ring
         self._wait_timeout = wait_timeout
         self._ring = collections.deque()
         self._staged = 0
@@ -124,9 +141,11 @@ class Proxy:
     def quiet(self, what="shmem.quiet"):
         """Return once every request posted so far is complete at its target."""
         deadline = self._deadline()
+        posted = self._device.posted() if self._device is not None else 0
         with self._lock:
             last = self._seq
-            while self._pending and next(iter(self._pending)) <= last:
+            while (self._pending and next(iter(self._pending)) <= last) or (
+                    posted and self._device.complete() < posted):
                 self._check(None, what)
                 if not self._lock.wait(self._left(deadline, None, what, "its requests")):
                     self._left(deadline, None, what, "its requests")
@@ -174,6 +193,7 @@ class Proxy:
         status = MPI.Status()
         idle_since = time.monotonic()
         try:
+            self._target.attach()
             while True:
                 busy = False
                 with self._lock:
@@ -182,6 +202,8 @@ class Proxy:
                     stopping = self._stopping
                     if batch:
                         self._lock.notify_all()  # room in the ring
+                    if self._device is not None and self._staged < RING_BYTES:
+                        batch += self._take_device_requests()
                 for pe, request, nbytes in batch:
                     if request[0] == PUT:  # the header, then the data
                         kind, seq, offset, data = request
@@ -240,17 +262,32 @@ class Proxy:
                 self._lock.notify_all()
             print(f"numba-shmem: PE {self.rank}: the proxy thread failed: {self._failure}",
                   file=sys.stderr, flush=True)
+            if self._stop_waiters is not None:
+                self._stop_waiters()
+
+    def _take_device_requests(self):
+        """The GPU's new requests, numbered like the host's (the lock held)."""
+        taken = []
+        for ticket, kind, pe, offset, args, nbytes, _fetch in self._device.drain():
+            self._seq += 1
+            self._pending[self._seq] = None
+            self._device_seqs[self._seq] = ticket
+            self._staged += nbytes
+            taken.append((pe, (_DEVICE_KINDS[kind], self._seq, offset, *args), nbytes))
+        return taken
 
     def _apply(self, request, source):
         """Apply one request from ``source``: (its answer, the data that follows
         the answer or None)."""
         kind, seq, offset, *args = request
         target = self._target
-        if kind == PUT:  # the data follows its header: straight into the heap
-            self._comm.Recv(target.bytes(offset, args[0]), source=source, tag=_DATA)
+        if kind == PUT:  # the data follows its header
+            buffer = target.receive(offset, args[0])
+            self._comm.Recv(buffer, source=source, tag=_DATA)
+            target.received(offset, buffer)
             return (seq, None), None
         if kind == GET:
-            return (seq, ("data", args[0])), target.bytes(offset, args[0])
+            return (seq, ("data", args[0])), target.read(offset, args[0])
         if kind == ATOMIC:
             dtype, op, value, cond = args
             return (seq, target.atomic(offset, dtype, op, value, cond)), None
@@ -262,7 +299,10 @@ class Proxy:
     def _answered_one(self, seq, result):
         with self._lock:
             del self._pending[seq]
-            if seq in self._wanted:
+            ticket = self._device_seqs.pop(seq, None)
+            if ticket is not None:
+                self._device.answered(ticket, result)
+            elif seq in self._wanted:
                 self._results[seq] = result
             self._lock.notify_all()
 
@@ -276,3 +316,4 @@ class Proxy:
         self._thread.join(timeout=max(self._wait_timeout or 0, 10.0))
         if not self._thread.is_alive():
             self._comm.Free()
+            self._target.close()

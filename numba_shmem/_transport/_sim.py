@@ -15,7 +15,19 @@ class SimTarget:
     def _view(self, offset, count, dtype=np.uint8):
         return host_array(self._backend.view(self._rank, offset, (count,), np.dtype(dtype)))
 
-    def bytes(self, offset, nbytes):
+    def attach(self):
+        pass
+
+    def close(self):
+        pass
+
+    def receive(self, offset, nbytes):
+        return self._view(offset, nbytes)  # a put's data lands in the heap itself
+
+    def received(self, offset, buffer):
+        pass
+
+    def read(self, offset, nbytes):
         return self._view(offset, nbytes)
 
     def atomic(self, offset, dtype, op, value, cond):

@@ -1,0 +1,141 @@
+"""The ring that GPU threads post proxy requests into, and its host side.
+
+One block of pinned host memory, mapped into the GPU's address space, laid out
+as below (every word a uint64). A thread that posts takes a ticket ``t`` from a
+counter in device memory (an atomic add: tickets number this PE's requests in
+the order they were taken); its slot is ``t % SLOTS``. It waits until the
+slot's FREE word reads ``t`` (the slot's previous request is done with it),
+writes its data into the slot's staging area, the descriptor's fields, and
+last, with a release store, SEQ = ``t + 1``.
+
+The proxy thread reads the slots in ticket order: slot ``t % SLOTS`` once its
+SEQ reads ``t + 1``. It copies the request out and, for a request that
+expects no answer, gives the slot to ticket ``t + SLOTS`` at once (FREE). An
+answer (a get's data into the staging area, a fetching atomic's old value
+into ANSWER) is followed by DONE = ``t + 1``; the waiting thread reads it and
+frees the slot itself. COMPLETE holds the number of tickets whose requests are
+all complete at their targets (the first one still outstanding): ``quiet`` on
+the GPU waits until it reaches the ticket counter.
+
+Memory is bounded (SLOTS descriptors and CHUNK bytes of data each); a thread
+that finds its slot taken waits, it never overwrites. Larger transfers are cut
+into CHUNK-byte requests.
+"""
+
+import numpy as np
+
+SLOTS = 1024  # a power of two
+CHUNK = 8192  # bytes of data a request carries, staged in its slot
+
+# the descriptor of slot s: words at s * DESCRIPTOR
+DESCRIPTOR = 64
+SEQ, CODE, PE, OFFSET, ARG, COND = range(6)  # word indexes in a descriptor
+FREE = SLOTS * DESCRIPTOR            # then SLOTS words: the ticket each slot waits for
+DONE = FREE + 8 * SLOTS              # SLOTS words: t + 1 once ticket t is answered
+ANSWER = DONE + 8 * SLOTS            # SLOTS words: a fetching atomic's old value
+COMPLETE = ANSWER + 8 * SLOTS        # one word
+STAGING = COMPLETE + 128             # SLOTS areas of CHUNK bytes
+NBYTES = STAGING + SLOTS * CHUNK
+
+#: the CODE word: kind | dtype << 8 | op << 16 | fetch << 24
+PUT, GET, ATOMIC, SIGNAL = 1, 2, 3, 4
+DTYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
+ATOMIC_OPS = ("fetch", "set", "swap", "compare_swap", "add", "and", "or", "xor")
+#: a signal's op: SIGNAL_SET (0), SIGNAL_ADD (1), or MAX (a barrier's epoch)
+SIGNAL_MAX = 2
+
+
+def code(kind, dtype=0, op=0, fetch=0):
+    return kind | dtype << 8 | op << 16 | fetch << 24
+
+
+class DeviceRing:
+    """The proxy thread's side of one PE's ring: ``memory`` is the ring's
+    uint8 host view; ``posted()`` reads the ticket counter (requests posted so
+    far, from the GPU)."""
+
+    def __init__(self, memory, posted):
+        assert memory.size == NBYTES
+        self._memory = memory
+        self._words = memory[:STAGING].view(np.uint64)
+        self._words[:] = 0
+        self._words[FREE // 8:FREE // 8 + SLOTS] = np.arange(SLOTS, dtype=np.uint64)
+        self.posted = posted
+        self._next = 0  # the next ticket to read
+        self._outstanding = {}  # ticket -> (kind, nbytes, fetch), read and not complete
+
+    def _stage(self, slot, nbytes):
+        start = STAGING + slot * CHUNK
+        return self._memory[start:start + nbytes]
+
+    def drain(self, limit=256):
+        """The requests published since the last call, in ticket order, at most
+        ``limit``: (ticket, kind, pe, offset, args, nbytes, fetch) each, where
+        ``args`` are those of the Proxy request of that kind."""
+        words, found = self._words, []
+        while len(found) < limit:
+            ticket = self._next
+            slot = ticket % SLOTS
+            at = slot * DESCRIPTOR // 8
+            if int(words[at + SEQ]) != ticket + 1:
+                break
+            word = int(words[at + CODE])
+            kind, dtype, op, fetch = word & 255, word >> 8 & 255, word >> 16 & 255, word >> 24 & 1
+            pe, offset = int(words[at + PE]), int(words[at + OFFSET])
+            arg, cond = int(words[at + ARG]), int(words[at + COND])
+            nbytes = 0
+            if kind == PUT:
+                nbytes = arg
+                args = (self._stage(slot, arg).copy(),)
+            elif kind == GET:
+                args, fetch = (arg,), 1
+            elif kind == ATOMIC:
+                dtype = np.dtype(DTYPES[dtype])
+                args = (str(dtype), ATOMIC_OPS[op], _value(arg, dtype), _value(cond, dtype))
+            elif kind == SIGNAL:
+                args = (op, arg)
+            else:
+                raise RuntimeError(f"the GPU posted a proxy request of unknown kind {kind} "
+                                   f"(ticket {ticket}): the ring is corrupt")
+            if not fetch:
+                words[FREE // 8 + slot] = ticket + SLOTS  # its data is copied out
+            self._outstanding[ticket] = (kind, arg, fetch)
+            self._next += 1
+            found.append((ticket, kind, pe, offset, args, nbytes, bool(fetch)))
+        return found
+
+    def answered(self, ticket, result):
+        """Ticket ``ticket``'s request is complete at its target; ``result`` is
+        a get's data (uint8) or a fetching atomic's old value (of its dtype)."""
+        kind, arg, fetch = self._outstanding.pop(ticket)
+        slot = ticket % SLOTS
+        if fetch:
+            if kind == GET:
+                self._stage(slot, arg)[:] = result
+            else:
+                self._words[ANSWER // 8 + slot] = _bits(result)
+            self._words[DONE // 8 + slot] = ticket + 1  # after the answer (x86 keeps store order)
+        # the outstanding tickets were added in ticket order: the first is the oldest
+        self._words[COMPLETE // 8] = next(iter(self._outstanding), self._next)
+
+    def complete(self):
+        """How many of the tickets are complete (all those below the first
+        outstanding one)."""
+        return int(self._words[COMPLETE // 8])
+
+    def idle(self):
+        """Whether every request read so far is complete."""
+        return not self._outstanding
+
+
+def _value(bits, dtype):
+    """The ``dtype`` value whose bits are the low bits of the uint64 ``bits``."""
+    return np.array([bits], np.uint64).view(np.uint8)[:dtype.itemsize].view(dtype)[0].item()
+
+
+def _bits(value):
+    """The uint64 holding ``value``'s bits (a numpy scalar), zero-extended."""
+    raw = np.zeros(8, np.uint8)
+    data = np.asarray(value).reshape(1).view(np.uint8)
+    raw[:data.size] = data
+    return raw.view(np.uint64)[0]
