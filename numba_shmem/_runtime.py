@@ -155,6 +155,11 @@ class Runtime:
         if self.proxy is not None:
             self.proxy.quiet(what)
 
+    def stop_device_waits(self):
+        """Make this PE's kernels that wait in the library stop (trap): it is
+        leaving, or its proxy has failed."""
+        self._leaving[0] = 1
+
     def _release_gpu_heap(self, heap):
         if self.gpu == "idle":
             heap.close()
@@ -178,8 +183,7 @@ class Runtime:
                     from ._cuda._driver import wait_idle
 
                     if gpu_wait is not None:
-                        # this PE's kernels that wait in the library stop (trap)
-                        self._leaving[0] = 1
+                        self.stop_device_waits()
                     self.gpu = wait_idle(gpu_wait)
             finally:
                 self.heap.backend.lifetime.ended = True

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import ROOT, mpiexec, mpiexec_job, needs_gpu, run_hard, shm_entries
+from conftest import ROOT, mpiexec, mpiexec_job, run_hard, shm_entries
 from numba_shmem import ShmemBootstrapError
 from numba_shmem._bootstrap import _wire
 from numba_shmem._bootstrap._launcher import LauncherBootstrap
@@ -170,22 +170,6 @@ def test_strangers_on_the_mpi_descriptor_sockets_are_dropped():
     lines = sorted(re.findall(r"PE \d: .*", result.stdout))
     assert lines == [f"PE {pe}: directory mode 0o700, received ['from 0', 'from 1']"
                      for pe in (0, 1)], result.stdout + result.stderr
-
-
-@pytest.mark.mpi
-@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
-@needs_gpu
-def test_pes_on_other_nodes_are_refused_on_the_gpu_at_init_naming_the_node():
-    """Before: device barriers wrote through a zero peer base and faulted. (On
-    the simulator they are reached through the proxy: tests/test_nodes.py.)"""
-    result = _mpiexec(2, ["mpi_bootstrap.py", "nodes"], env={"NUMBA_SHMEM_NODE_SIZE": "1"})
-    assert result.returncode == 0, result.stdout + result.stderr
-    for pe, other in ((0, 1), (1, 0)):
-        assert re.search(rf"PE {pe}: PE {pe} \(on node \S+:emulated-node-{pe}\) cannot reach PE "
-                         rf"{other} \(on node \S+:emulated-node-{other}\): on the GPU "
-                         "numba-shmem reaches only the PEs of one node", result.stdout), \
-            result.stdout
-    assert result.stdout.count("left behind: 0") == 2
 
 
 def test_a_pe_number_says_hello_once(server):

@@ -49,9 +49,12 @@ def test_documented_signatures_are_the_real_ones():
     assert list(inspect.signature(shmem.put).parameters) == ["dest", "source", "pe", "stream"]
 
 
-def _compile_sections(debug):
+def _compile_sections(debug, nodes=False):
+    """Every case of ptx_device.py, compiled; with ``nodes``, as in a job that
+    spans nodes (the path to other nodes compiled in)."""
     result = python("ptx_device.py", env={"NUMBA_SHMEM_BACKEND": "cuda",
-                                          "NUMBA_SHMEM_DEBUG": "1" if debug else "0"})
+                                          "NUMBA_SHMEM_DEBUG": "1" if debug else "0",
+                                          **({"NUMBA_SHMEM_NODE_SIZE": "1"} if nodes else {})})
     assert result.returncode == 0, result.stderr
     sections = re.split(r"^=== (\w+)\n", result.stdout, flags=re.MULTILINE)[1:]
     return dict(zip(sections[::2], sections[1::2]))
@@ -65,6 +68,11 @@ def ptx():
 @pytest.fixture(scope="module")
 def debug_ptx():
     return _compile_sections(debug=True)
+
+
+@pytest.fixture(scope="module")
+def nodes_ptx():
+    return _compile_sections(debug=False, nodes=True)
 
 
 def test_signal_wait_polls_with_acquire_at_system_scope_and_backs_off(ptx):
@@ -90,11 +98,33 @@ def test_signals_release_their_data(ptx):
     assert "red.release.gpu.add.u64" in block and "red.release.sys.add.u64" in block
 
 
-def test_signal_op_is_a_relaxed_atomic(ptx):
-    """Like NVSHMEM's and OpenSHMEM's: fence() orders it after earlier puts."""
+def test_signal_op_is_a_relaxed_atomic(ptx, nodes_ptx):
+    """Like NVSHMEM's and OpenSHMEM's: fence() orders it after earlier puts.
+    (Where the job spans nodes, the one release is the proxy ring's publish,
+    toward a PE on another node: its words are u64 stores, the API's b64.)"""
     code = ptx["signal_op_set"]
     assert "st.relaxed.sys.b64" in code
     assert not re.search(r"\b(st|red|atom)\.release", code) and "fence." not in code
+    code = nodes_ptx["signal_op_set"]
+    assert "st.relaxed.sys.b64" in code and "fence." not in code
+    assert re.findall(r"\b(?:st|red|atom)\.release\.\w+\.\w+", code) == ["st.release.sys.u64"]
+
+
+def test_toward_another_node_a_request_is_published_after_its_fields(ptx, nodes_ptx):
+    """Where the job spans nodes, a PE whose peer table entry is 0 gets a
+    descriptor in the proxy's ring: a ticket (an atomic add at GPU scope), the
+    slot's FREE word polled with acquire, the fields stored relaxed, then the
+    sequence word released; a g polls for its answer with acquire and gives
+    the slot back with a release. In a job on one node none of it is there."""
+    code = nodes_ptx["p_runtime_pe"] + nodes_ptx["g_far"]
+    assert "atom.relaxed.gpu.add.u64" in code and "ld.acquire.sys.b64" in code
+    for section in ("p_runtime_pe", "g_far"):
+        lines = nodes_ptx[section].splitlines()
+        fields = [i for i, line in enumerate(lines) if "st.relaxed.sys.u64" in line]
+        publish = [i for i, line in enumerate(lines) if "st.release.sys.u64" in line]
+        assert len(fields) == 5 and publish and max(fields) < publish[0], section
+        assert ".u64 [" not in ptx[section].replace("ld.const.u64", "")
+    assert nodes_ptx["g_far"].count("st.release.sys.u64") == 2  # the publish, the slot back
 
 
 def test_peer_addresses_come_from_constant_memory(ptx):

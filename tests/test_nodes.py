@@ -1,8 +1,8 @@
 """PEs on other nodes, through the proxy: jobs under mpiexec whose ranks form
 emulated nodes (NUMBA_SHMEM_NODE_SIZE=k: every k consecutive ranks a node that
 shares no memory with the others), so that direct and proxied PEs mix in one
-program. The simulator only so far; on the GPU such a job is refused at init
-(tests/test_bootstrap.py)."""
+program. On the GPU every PE runs on one GPU, shared through a private MPS
+daemon as shmem-run shares it."""
 
 import os
 import re
@@ -14,11 +14,32 @@ import pytest
 
 from conftest import BACKEND, ROOT, mpiexec, mpiexec_job, run_hard, shm_entries
 
-pytestmark = [
-    pytest.mark.mpi,
-    pytest.mark.skipif(BACKEND != "sim", reason="PEs on other nodes are reached on the "
-                       "simulator only so far; the GPU refuses such a job at init"),
-]
+pytestmark = pytest.mark.mpi
+
+#: what every job's environment adds: on the GPU, the MPS daemon's
+_JOB_ENV = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_gpu_shared():
+    """On the GPU, a private MPS daemon for this module's jobs: without one, PEs
+    on one GPU time-slice (4.5 ms a round trip)."""
+    from shmem_run._gpus import mps_control
+    from shmem_run._mps import MpsDaemon
+
+    control = mps_control() if BACKEND == "cuda" else None
+    if control is None:
+        yield
+        return
+    with tempfile.TemporaryDirectory() as jobdir:
+        daemon = MpsDaemon(control, jobdir)
+        daemon.start()
+        _JOB_ENV.update(daemon.env)
+        try:
+            yield
+        finally:
+            _JOB_ENV.clear()
+            daemon.stop()
 
 
 def _ready():
@@ -38,7 +59,7 @@ def nodes_run(npes, node_size, program, *args, timeout=300, env=None, succeed=Tr
     path = ROOT / program if "/" in program else ROOT / "tests/programs" / program
     argv, env = mpiexec_job(npes, sys.executable, path, *args, env={
         "NUMBA_SHMEM_NODE_SIZE": str(node_size), "NUMBA_SHMEM_WAIT_TIMEOUT": "120",
-        **(env or {})})
+        **_JOB_ENV, **(env or {})})
     before = shm_entries()
     result = run_hard(argv, timeout, env)
     assert (result.returncode == 0) == succeed, result.stdout + result.stderr

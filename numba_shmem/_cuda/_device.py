@@ -14,6 +14,7 @@ from numba.cuda.np.numpy_support import as_dtype
 
 from .. import _device_api as api
 from . import _ptx
+from . import _proxied
 from ._addressing import debug_enabled, peer_address
 from ._primitives import (
     _heap_base, _load_u64, _mark_cooperative, _next_epoch, _peer_of, _publish_epoch,
@@ -162,7 +163,8 @@ _OVERRUN = """    if DEBUG and {local}.size > {remote}.size:
 
 
 def _make_transfer(name, scope, put, signal, debug, itemsize):
-    """The implementation of put/get/put_signal at one scope."""
+    """The implementation of put/get/put_signal at one scope: the direct copy,
+    or toward a PE on another node, requests into the proxy's ring."""
     setup, start, stride, sync, leader = _SCOPE[scope]
     if put:
         params = "dest, source, sig, value, sig_op, pe" if signal else "dest, source, pe"
@@ -172,60 +174,31 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
         params = "dest, source, pe"
         ends = f"    dst = _addr(dest)\n    src = _remote(source, pe, {name!r})\n"
         check = _OVERRUN.format(name=name, local="dest", remote="source")
-    ends += "    nbytes = min(dest.size, source.size) * source.itemsize\n"
-    source = (f"def impl({params}):\n{check}{setup}{ends}    start = {start}\n"
-              f"    stride = {stride}\n{_copy_source(_element_width(itemsize))}{sync}")
+    nbytes = "min(dest.size, source.size) * source.itemsize"
+    ends += f"    nbytes = {nbytes}\n"
+    smallest = _element_width(itemsize)
+    far = (f"_proxy_check(pe, {name!r})\n"
+           + _far_copy(put, "dest" if put else "source", "source" if put else "dest", nbytes,
+                       smallest))
+    if _proxied.compiled_in():
+        source = (f"def impl({params}):\n{check}{setup}    start = {start}\n"
+                  f"    stride = {stride}\n    if _far(pe):\n{_indent(far, 2)}    else:\n"
+                  f"{_indent(ends + _copy_source(smallest), 1)}{sync}")
+    else:  # (the addresses first: the copy is scheduled as it was before there was a proxy)
+        source = (f"def impl({params}):\n{check}{setup}{ends}    start = {start}\n"
+                  f"    stride = {stride}\n{_copy_source(smallest)}{sync}")
     if signal:
-        # the block's or warp's data is written (synchronized above); the
-        # signalling thread's release orders it before the signal
+        # the block's or warp's data is written (synchronized above), or
+        # posted: the signalling thread's release orders it before the signal
         source += (f"    if {leader}:\n"
-                   f"        _signal_release(_remote(sig, pe, {name!r}), value, sig_op)\n")
-    return _compile_source(source, {**_spin_namespace(debug, 0)})
+                   "        if _far(pe):\n"
+                   + _indent(_far_signal("sig", "value", "sig_op", "pe"), 3) +
+                   "        else:\n"
+                   f"            _signal_release(_remote(sig, pe, {name!r}), value, sig_op)\n")
+    return _compile_source(source, _far_namespace() | _spin_namespace(debug, 0))
 
 
-def _impl_p(dest, value, pe):
-    _store_relaxed(_remote(dest, pe, "p"), dest, value)
-
-
-def _impl_g(source, pe):
-    return _load_relaxed(source, _remote(source, pe, "g"))
-
-
-def _impl_iput(dest, source, dst_stride, src_stride, nelems, pe):
-    dst = _remote(dest, pe, "iput")
-    src = _addr(source)
-    size = source.itemsize
-    for i in range(nelems):
-        _store_relaxed(dst + i * dst_stride * size, dest,
-                       _load_relaxed(source, src + i * src_stride * size))
-
-
-def _impl_iget(dest, source, dst_stride, src_stride, nelems, pe):
-    dst = _addr(dest)
-    src = _remote(source, pe, "iget")
-    size = dest.itemsize
-    for i in range(nelems):
-        _store_relaxed(dst + i * dst_stride * size, dest,
-                       _load_relaxed(source, src + i * src_stride * size))
-
-
-def _impl_signal_op(sig, value, sig_op, pe):
-    _signal_update(_remote(sig, pe, "signal_op"), value, sig_op)
-
-
-def _impl_signal_fetch(sig):
-    return _load_acquire(sig, _addr(sig))
-
-
-def _impl_fence():
-    _fence()
-
-
-def _impl_quiet():
-    _quiet()
-
-
-# -- waits -------------------------------------------------------------------------
+# -- spin-waits: the back-off every wait loop shares ----------------------------------
 
 _POLLS_BEFORE_SLEEP = 64
 _MAX_SLEEP_NS = 256
@@ -251,6 +224,182 @@ def _spin_namespace(debug, timeout_ns):
             "DEBUG": debug, "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP,
             "MAX_SLEEP": _MAX_SLEEP_NS, "min": min}
 
+
+# -- toward PEs on other nodes: requests into the proxy's ring ---------------------
+#
+# A PE whose peer table entry is 0 is on another node (_proxied.py). Requests
+# go into this PE's ring in mapped host memory (_transport/_ring.py), in the
+# order of their tickets: the proxy sends them in that order and the target
+# applies them in it, which is fence's order; quiet waits until the ring's
+# COMPLETE word reaches the tickets taken.
+
+def _spin(condition):
+    """Source: wait, with the waits' back-off, while ``condition`` holds."""
+    return f"polls = 0\npause = 32\nwhile {condition}:\n" + _indent(_BACKOFF, 1)
+
+
+def _post(code, pe, offset, arg="0", cond="0", stage=""):
+    """Source: post one request into this PE's ring, once its slot is free.
+    Leaves ``t`` (its ticket), ``slot``, ``ring`` and ``stage_at`` (the slot's
+    data area, which the source ``stage`` fills before the descriptor is
+    published)."""
+    return ("t = _ring_claim()\n"
+            "slot = t & RING_MASK\n"
+            "ring = _ring_base()\n"
+            + _spin("_load_word(ring + RING_FREE + slot * 8) != t") +
+            "stage_at = ring + RING_STAGING + slot * RING_CHUNK\n"
+            + stage +
+            "desc = ring + slot * 64\n"
+            f"_store_word(desc + 8, {code})\n"
+            f"_store_word(desc + 16, {pe})\n"
+            f"_store_word(desc + 24, {offset})\n"
+            f"_store_word(desc + 32, {arg})\n"
+            f"_store_word(desc + 40, {cond})\n"
+            "_release_word(desc, t + 1)\n")
+
+
+#: Source: wait for the answer to ticket ``t``; then give its slot back
+_ANSWER = _spin("_load_word(ring + RING_DONE + slot * 8) != t + 1")
+_GIVE_BACK = "_release_word(ring + RING_FREE + slot * 8, t + RING_SLOTS)\n"
+
+#: Source: wait until every request this PE has posted is complete at its target
+_RING_QUIET = ("ring = _ring_base()\n"
+               "if ring != 0:\n"
+               "    posted = _ring_posted()\n"
+               + _indent(_spin("_load_word(ring + RING_COMPLETE) < posted"), 1))
+
+
+def _serial_copy(dst, src, nbytes, smallest):
+    """Source: this thread copies ``nbytes`` from ``src`` to ``dst`` alone, in
+    pieces of the widest width allowed, none narrower than ``smallest``."""
+    widths = tuple(w for w in (8, 4, 2, 1) if w >= smallest)
+    return (f"align = ({dst}) | ({src}) | ({nbytes})\n"
+            + _widest(lambda w: f"    k = 0\n    while k < {nbytes}:\n"
+                      f"        _copy{w}({dst} + k, {src} + k)\n        k += {w}\n", widths, 0))
+
+
+def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift=""):
+    """Source: this thread's part (chunks ``start, start + stride, ...``) of a
+    put (``put``) or get of ``nbytes`` between the symmetric ``remote`` on PE
+    ``pe`` and ``local``, through the ring; ``shift`` and ``local_shift`` add
+    to the two addresses (bytes)."""
+    chunk = ("at = c * RING_CHUNK\n"
+             "n = min(RING_CHUNK, total - at)\n")
+    if put:
+        chunk += _post("RING_PUT", "pe", "far_at + at", "n",
+                       stage=_serial_copy("stage_at", "near_at + at", "n", smallest))
+    else:
+        chunk += (_post("RING_GET", "pe", "far_at + at", "n") + _ANSWER
+                  + _serial_copy("near_at + at", "stage_at", "n", smallest) + _GIVE_BACK)
+    return (f"total = {nbytes}\n"
+            f"far_at = _addr({remote}) - _heap_base(){shift}\n"
+            f"near_at = _addr({local}){local_shift}\n"
+            "c = start\n"
+            "while c * RING_CHUNK < total:\n"
+            + _indent(chunk, 1) +
+            "    c += stride\n")
+
+
+def _far_signal(sig, value, sig_op, pe, code=None):
+    """Source: post a signal update (sig_op SIGNAL_SET or SIGNAL_ADD, or the
+    given ``code``) to ``sig`` on PE ``pe``."""
+    if code is None:
+        code = f"RING_SIGNAL + ({sig_op} << 16)"
+        check = (f"if {sig_op} != {api.SIGNAL_SET} and {sig_op} != {api.SIGNAL_ADD}:\n"
+                 "    _trap()\n")
+    else:
+        check = ""
+    return check + _post(code, pe, f"_addr({sig}) - _heap_base()", f"_bits({sig}, {value})")
+
+
+def _far_element(name, array, at, pe, put, value=None, result="v"):
+    """Source: one element of ``array`` at address ``at`` (on this PE's heap),
+    put (``value``) to or got (into ``result``) from PE ``pe``."""
+    offset = f"{at} - _heap_base()"
+    if put:
+        return _post("RING_PUT", pe, offset, f"{array}.itemsize",
+                     stage=f"_store_relaxed(stage_at, {array}, {value})\n")
+    return (_post("RING_GET", pe, offset, f"{array}.itemsize") + _ANSWER
+            + f"{result} = _load_relaxed({array}, stage_at)\n" + _GIVE_BACK)
+
+
+def _far_namespace():
+    """What the sources that may post refer to: in a job on one node, ``_far``
+    is a constant false and the path to other nodes folds away
+    (``_proxied.compiled_in``)."""
+    return {**_proxied.namespace(), "_heap_base": _heap_base, "_addr": _addr,
+            "_store_relaxed": _store_relaxed, "_load_relaxed": _load_relaxed, "_trap": _trap,
+            "min": min}
+
+
+def _make_element_op(name):
+    """p, g, iput, iget or signal_op: directly, or one request per element
+    toward a PE on another node."""
+    far = f"    if _far(pe):\n        _proxy_check(pe, {name!r})\n"
+    if name == "p":
+        source = ("def impl(dest, value, pe):\n" + far
+                  + _indent(_far_element(name, "dest", "_addr(dest)", "pe", True, "value"), 2)
+                  + "    else:\n        _store_relaxed(_remote(dest, pe, 'p'), dest, value)\n")
+    elif name == "g":
+        source = ("def impl(source, pe):\n" + far
+                  + _indent(_far_element(name, "source", "_addr(source)", "pe", False), 2)
+                  + "        return v\n"
+                  + "    return _load_relaxed(source, _remote(source, pe, 'g'))\n")
+    elif name == "signal_op":
+        source = ("def impl(sig, value, sig_op, pe):\n" + far
+                  + _indent(_far_signal("sig", "value", "sig_op", "pe"), 2)
+                  + "    else:\n"
+                  "        _signal_update(_remote(sig, pe, 'signal_op'), value, sig_op)\n")
+    else:  # iput, iget: element i between dst + i * dst_stride and src + i * src_stride
+        put = name == "iput"
+        remote, local = ("dest", "source") if put else ("source", "dest")
+        step = ("    size = {local}.itemsize\n    dst = _addr(dest)\n    src = _addr(source)\n"
+                .format(local=local))
+        each = ("    for i in range(nelems):\n"
+                "        to = dst + i * dst_stride * size\n"
+                "        at = src + i * src_stride * size\n")
+        if put:
+            proxied = _far_element(name, "dest", "to", "pe", True,
+                                   "_load_relaxed(source, at)")
+        else:
+            proxied = (_far_element(name, "source", "at", "pe", False)
+                       + "_store_relaxed(to, dest, v)\n")
+        direct = (f"    shift = _remote({remote}, pe, {name!r}) - _addr({remote})\n"
+                  + each + ("        _store_relaxed(to + shift, dest, _load_relaxed(source, at))\n"
+                            if put else
+                            "        _store_relaxed(to, dest, _load_relaxed(source, at + shift))\n"))
+        source = ("def impl(dest, source, dst_stride, src_stride, nelems, pe):\n" + step + far
+                  + _indent(each + _indent(proxied, 2), 1) + "    else:\n"
+                  + _indent(direct, 1))
+    return source
+
+
+def _element_factory(name):
+    @_factory
+    def make(sig):
+        return _compile_source(_make_element_op(name), _far_namespace() | {
+            "_remote": _remote, "_signal_update": _signal_update,
+            **_spin_namespace(debug_enabled(), 0)})
+    return make
+
+
+def _impl_signal_fetch(sig):
+    return _load_acquire(sig, _addr(sig))
+
+
+def _impl_fence():
+    _fence()
+
+
+def _make_quiet(sig):
+    """quiet: what went to other nodes is complete at its targets, then the
+    direct path's fence.sc."""
+    return _compile_source(f"def impl():\n{_indent(_RING_QUIET, 1)}    _quiet()\n",
+                           _far_namespace() | {"_quiet": _quiet,
+                                             **_spin_namespace(debug_enabled(), 0)})
+
+
+# -- waits -------------------------------------------------------------------------
 
 def _wait_source(name, params, result):
     """A spin-wait with back-off; in debug mode, a timeout that prints what it
@@ -349,10 +498,55 @@ def _ptx_type(op, dtype):
     return f"u{bits}" if op == "add" else f"b{bits}"
 
 
+def _far_atomic(name, op, fetching, dtype):
+    """The implementation of atomic ``name`` on ``dtype`` toward a PE on another
+    node: one request, and for a fetching one, a wait for the old value."""
+    params = api.ATOMICS[name][0].replace(" ", ", ")
+    target = params.split(",")[0]
+    value = "1" if op == "inc" else "value" if "value" in params else "0"
+    cond = "cond" if "cond" in params else "0"
+    code = _proxied.atomic_code(op, as_dtype(dtype), fetching)
+    source = (f"def impl({params}):\n    _proxy_check(pe, {name!r})\n"
+              + _indent(_post(code, "pe", f"_addr({target}) - _heap_base()",
+                              f"_bits({target}, {value})", f"_bits({target}, {cond})"), 1))
+    if fetching:
+        source += (_indent(_ANSWER, 1)
+                   + f"    old = _from_bits({target}, _load_word(ring + RING_ANSWER + slot * 8))\n"
+                   + _indent(_GIVE_BACK, 1) + "    return old\n")
+    return _compile_source(source, _far_namespace() | _spin_namespace(debug_enabled(), 0))
+
+
 def _lower_atomic(name):
+    """An atomic: inline PTX on the peer's address, or toward a PE on another
+    node (peer table entry 0), a request into the proxy's ring."""
     op = name.replace("atomic_", "").replace("fetch_", "")
     fetching = api.atomic_returns_old(name)
+    direct = _lower_direct_atomic(name, op, fetching)
 
+    def lower(context, builder, sig, args):
+        from numba.cuda import cgutils
+
+        if not _proxied.compiled_in():
+            return direct(context, builder, sig, args)
+        far = _proxied.is_far(context, builder, as_pe(context, builder, args[-1], sig.args[-1]))
+        returns = sig.return_type != types.none
+        result = cgutils.alloca_once(builder, context.get_value_type(sig.return_type)) \
+            if returns else None
+        with builder.if_else(far, likely=False) as (proxied, otherwise):
+            with proxied:
+                value = context.compile_internal(
+                    builder, _far_atomic(name, op, fetching, sig.args[0].dtype), sig, args)
+                if returns:
+                    builder.store(value, result)
+            with otherwise:
+                value = direct(context, builder, sig, args)
+                if returns:
+                    builder.store(value, result)
+        return builder.load(result) if returns else context.get_dummy_value()
+    return lower
+
+
+def _lower_direct_atomic(name, op, fetching):
     def lower(context, builder, sig, args):
         arrty = sig.args[0]
         dtype = arrty.dtype
@@ -446,9 +640,12 @@ for _scope in ("", "_warp", "_block"):
             _name = f"{_kind}{_scope}{_nbi}"
             _register(_name, _inline(_transfer_factory(_name, _scope, _put, _signal)))
 
-for _name, _impl in (("p", _impl_p), ("g", _impl_g), ("iput", _impl_iput), ("iget", _impl_iget),
-                     ("signal_op", _impl_signal_op), ("signal_fetch", _impl_signal_fetch),
-                     ("fence", _impl_fence), ("quiet", _impl_quiet), ("test", _impl_test),
+for _name in ("p", "g", "iput", "iget", "signal_op"):
+    _register(_name, _inline(_element_factory(_name)))
+
+for _name, _impl in (("signal_fetch", _impl_signal_fetch),
+                     ("fence", _impl_fence), ("quiet", _factory(_make_quiet)),
+                     ("test", _impl_test),
                      ("test_all", _make_test("all")), ("test_any", _make_test("any")),
                      ("test_some", _make_test("some"))):
     _register(_name, _inline(_impl))
@@ -480,7 +677,11 @@ _SYNC = """
     # (barrier); a release fence only orders them (sync)
 FENCE
     for j in range(size):
-        _publish_epoch(_peer_of(base + 8 * me, _team_entry(TEAM, 2 + j), NAME), epoch)
+        member = _team_entry(TEAM, 2 + j)
+        if _far(member):  # on another node: through the proxy, after what went before
+POST_EPOCH
+        else:
+            _publish_epoch(_peer_of(base + 8 * me, member, NAME), epoch)
     start = _now() if DEBUG else 0
     for j in range(size):
         polls = 0
@@ -500,9 +701,10 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
 
     setup, _start, _stride, sync, leader = _SCOPE[scope]
     team = "team" if name in ("barrier", "sync") else "0"
+    post = _post("RING_SIGNAL_MAX", "member", "base + 8 * me - _heap_base()", "epoch")
     body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team).replace(
-        "BACKOFF\n", _indent(_BACKOFF, 3)).replace(
-        "FENCE\n", "    _quiet()\n" if complete else "    _fence()\n")
+        "BACKOFF\n", _indent(_BACKOFF, 3)).replace("POST_EPOCH\n", _indent(post, 3)).replace(
+        "FENCE\n", _indent(_RING_QUIET, 1) + "    _quiet()\n" if complete else "    _fence()\n")
     if team == "0":
         # the world's row of the team table is known: no loads from it (after
         # the previous barrier's acquires they would each go to L2)
@@ -518,7 +720,8 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
     else:
         source = f"def impl({params}):\n{body}"
     return _compile_source(source, {
-        **_spin_namespace(debug, timeout_ns), "_mark_cooperative": _mark_cooperative,
+        **_far_namespace(), **_spin_namespace(debug, timeout_ns),
+        "_mark_cooperative": _mark_cooperative,
         "_quiet": _quiet, "_fence": _fence,
         "_heap_base": _heap_base, "_n_pes": n_pes, "_load_u64": _load_u64,
         "_next_epoch": _next_epoch, "_publish_epoch": _publish_epoch, "_peer_of": _peer_of,
@@ -566,7 +769,7 @@ for _kind, _complete in (("barrier", True), ("sync", False)):
 
 # -- collectives (block scope) -------------------------------------------------------
 
-def _make_collective(name):
+def _make_collective(name, debug):
     """The block-scope implementation of a collective from the table."""
     from .._arrays import peer_array
     from .._barriers import barrier, sync
@@ -575,24 +778,43 @@ def _make_collective(name):
     head = (f"    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
             f"    start = {_BLOCK_RANK}\n    stride = {_BLOCK_SIZE}\n")
     copy = _indent(_copy_source().strip("\n"), 1)  # inside the loop over members
+    def far_put(shift, local_shift):
+        """Source: toward member ``pe`` on another node, this thread's chunks."""
+        return _indent(f"_proxy_check(pe, {name!r})\n" + _far_copy(
+            True, "dest", "source", "nelems * source.itemsize", 1, shift, local_shift), 1)
+
     if kind == "broadcast":
         params = "team, dest, source, nelems, root"
+        direct = (f"        dst = _remote(dest, pe, {name!r})\n"
+                  "        src = _addr(source)\n"
+                  "        nbytes = nelems * source.itemsize\n" + copy)
         body = ("    if me == root:\n"
                 "        for j in range(size):\n"
-                f"            dst = _remote(dest, _team_entry(team, 2 + j), {name!r})\n"
-                "            src = _addr(source)\n"
-                "            nbytes = nelems * source.itemsize\n" + _indent(copy, 1))
+                + _indent("    pe = _team_entry(team, 2 + j)\n    if _far(pe):\n"
+                          + _indent(far_put("", ""), 1) + "    else:\n" + direct, 2))
     elif kind in ("fcollect", "alltoall"):
         params = "team, dest, source, nelems"
         block = "j" if kind == "alltoall" else "0"
+        direct = (f"        dst = _remote(dest, pe, {name!r}) + me * nelems * dest.itemsize\n"
+                  f"        src = _addr(source) + {block} * nelems * source.itemsize\n"
+                  "        nbytes = nelems * source.itemsize\n" + copy)
         body = ("    for j in range(size):\n"
-                f"        dst = _remote(dest, _team_entry(team, 2 + j), {name!r}) + "
-                "me * nelems * dest.itemsize\n"
-                f"        src = _addr(source) + {block} * nelems * source.itemsize\n"
-                "        nbytes = nelems * source.itemsize\n" + copy)
+                "        pe = _team_entry(team, 2 + j)\n"
+                "        if _far(pe):\n"
+                + _indent(far_put(" + me * nelems * dest.itemsize",
+                                  f" + {block} * nelems * source.itemsize"), 2)
+                + "        else:\n" + _indent(direct, 1))
     else:
         op, what = kind.split("_")
         params = "team, dest, source, nelems"
+
+        def element(into):
+            """Source: member ``pe``'s element ``offset + i`` of source."""
+            at = "_addr(source) + (offset + i) * source.itemsize"
+            return (f"if _far(pe):\n    _proxy_check(pe, {name!r})\n"
+                    + _indent(_far_element(name, "source", at, "pe", False, result=into), 1)
+                    + f"else:\n    {into} = peer_array(source, pe)[offset + i]\n")
+
         block = "me" if what == "reducescatter" else "0"
         combine = api.REDUCE_OPS[op]
         body = ("    cuda.syncthreads()\n"
@@ -601,9 +823,11 @@ def _make_collective(name):
                 "    cuda.syncthreads()\n"
                 f"    offset = {block} * nelems\n"
                 "    for i in range(start, nelems, stride):\n"
-                "        a = peer_array(source, _team_entry(team, 2))[offset + i]\n"
+                "        pe = _team_entry(team, 2)\n"
+                + _indent(element("a"), 2) +
                 "        for j in range(1, size):\n"
-                "            b = peer_array(source, _team_entry(team, 2 + j))[offset + i]\n"
+                "            pe = _team_entry(team, 2 + j)\n"
+                + _indent(element("b"), 3) +
                 f"            a = {combine}\n"
                 "        dest[i] = a\n")
     tail = ("    cuda.syncthreads()\n"
@@ -611,12 +835,20 @@ def _make_collective(name):
             "        barrier(team)\n"  # complete on every member; sources may be reused
             "    cuda.syncthreads()\n")
     return _compile_source(f"def impl({params}):\n{head}{body}{tail}", {
+        **_far_namespace(), **_spin_namespace(debug, 0),
         "_team_entry": _team_entry, "barrier": barrier, "sync": sync, "peer_array": peer_array,
         "min": min, "max": max})
 
 
+def _collective_factory(name):
+    @_factory
+    def make(sig):
+        return _make_collective(name, debug_enabled())
+    return make
+
+
 for _name in api.COLLECTIVES:
-    _register(_name, _inline(_make_collective(_name)))
+    _register(_name, _inline(_collective_factory(_name)))
 
 
 def _impl_team_my_pe(team):

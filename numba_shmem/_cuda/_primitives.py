@@ -263,14 +263,20 @@ def _load_relaxed(typingctx, like, address):
     return like.dtype(like, address), codegen
 
 
-@intrinsic
-def _heap_base(typingctx):
-    """This PE's heap address; the barrier slots are at its start."""
-    def codegen(context, builder, sig, args):
-        from ._state import load_field
+def state_word(field):
+    """An intrinsic that reads the device state's 64-bit ``field`` as an int64."""
+    @intrinsic
+    def read(typingctx):
+        def codegen(context, builder, sig, args):
+            from ._state import load_field
 
-        return load_field(context, builder, "heap_base")
-    return types.int64(), codegen
+            return load_field(context, builder, field)
+        return types.int64(), codegen
+    return read
+
+
+#: This PE's heap address; the barrier slots are at its start.
+_heap_base = state_word("heap_base")
 
 
 @intrinsic

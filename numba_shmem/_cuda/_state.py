@@ -30,13 +30,14 @@ STATE_DTYPE = np.dtype([
     ("n_pes", np.int32),
     ("heap_base", np.uint64),    # this PE's heap
     ("heap_size", np.uint64),    # bytes in each PE's heap slot
-    ("_reserved0", np.uint64),   # (every PE's heap address is in numba_shmem_peers)
+    ("proxy_ring", np.uint64),   # the proxy's ring in mapped host memory (PEs on other
+                                 # nodes; _transport/_ring.py), 0 when every PE is on this node
     ("debug", np.int32),
     ("one_gpu", np.int32),       # 1: every PE of the job runs on this GPU
     ("teams", np.uint64),        # device pointer to int32[MAX_TEAMS, n_pes + 2]
     ("leaving", np.uint64),      # device pointer to an int32 of mapped host memory: 1 once
                                  # this PE is leaving the job (waits then stop the kernel)
-    ("_reserved", np.uint64),
+    ("proxy_tickets", np.uint64),  # device pointer to the ring's uint64 ticket counter
 ])
 assert STATE_DTYPE.itemsize == 64
 

@@ -125,11 +125,20 @@ def _run_gpu(tier, plan, team, dest, source, nelems, root, in_place, stream):
     kernels = tier.kernels
     dtype = source.dtype
     blocks, per_block = _grid(nelems, dtype.itemsize)
-    if blocks == 1 and not in_place:  # one block: one launch
+    # members on other nodes: a reduction goes in the block form, whose gets
+    # reach them through the proxy (the grid form reads peers' memory)
+    far = tier.runtime.proxy is not None and plan.reduce_op is not None
+    if (blocks == 1 and not in_place) or far:  # one block: one launch
         kernel = tier.prepared(kernels.block_kernel(plan.block_name),
                                "block_root" if root else "block", dtype)
-        kernel.launch(1, _THREADS, stream, team, dest.address, dest.size, source.address,
-                      source.size, nelems, *root)
+        # in place, into scratch first (the block form's closing barrier:
+        # every member has read this source)
+        out = (tier.scratch(team, nelems, dtype, stream, plan.name), max(nelems, 1)) \
+            if in_place else (dest.address, dest.size)
+        kernel.launch(1, _THREADS, stream, team, *out, source.address, source.size, nelems,
+                      *root)
+        if in_place and nelems:
+            tier.enqueue.copy(dest.address, out[0], nelems * dtype.itemsize, stream)
         return
     row = tier.team_row(team)
     if plan.reduce_op is None:

@@ -70,8 +70,24 @@ def _put_data(runtime, tier, put, pe, handle):
         else:
             _sim_view(runtime, remote, pe)[:local.size] = data
         return
+    if base is None:  # another node: after the stream's work, staged through the proxy
+        runtime.proxy.put(pe, remote.offset, _from_stream(tier, local, source, handle),
+                          "shmem.put")
+        return
     tier.enqueue.copy(base + remote.offset, local.address, local.nbytes, handle,
                       "from" if local.host else None)
+
+
+def _from_stream(tier, local, source, handle):
+    """On the GPU, toward a PE on another node: the data of ``source`` once
+    ``handle``'s earlier work is done, in host memory (uint8)."""
+    tier.enqueue.synchronize(handle)
+    if local.host:
+        return np.ascontiguousarray(source).reshape(-1).view(np.uint8)
+    data = np.empty(local.nbytes, np.uint8)
+    tier.enqueue.copy(data.ctypes.data, local.address, local.nbytes, handle, "to")
+    tier.enqueue.synchronize(handle)
+    return data
 
 
 def put(dest, source, pe, *, stream=0):
@@ -105,6 +121,14 @@ def get(dest, source, pe, *, stream=0):
         else:
             data = _sim_view(runtime, remote, pe)[:local.size]
         (into if local.host else host_array(into)).reshape(local.size)[:] = data
+    elif base is None:  # another node: after the stream's work, through the proxy
+        tier.enqueue.synchronize(handle)
+        data = runtime.proxy.get(pe, remote.offset, local.nbytes, "shmem.get")
+        if local.host:
+            into.reshape(-1).view(np.uint8)[:] = data
+        else:
+            tier.enqueue.copy(local.address, data.ctypes.data, local.nbytes, handle, "from")
+            tier.enqueue.synchronize(handle)
     else:
         tier.enqueue.copy(local.address, base + remote.offset, local.nbytes, handle,
                           "to" if local.host else None)
@@ -147,6 +171,10 @@ def _signal(runtime, tier, name, checked, sig, sig_op, pe, handle):
         from .._sim import _device
 
         _device._signal(sig, value, sig_op, pe, name)
+        return
+    if base is None and sig_op == api.SIGNAL_SET:  # another node: after the stream's work
+        tier.enqueue.synchronize(handle)
+        runtime.proxy.signal(pe, target.offset, sig_op, value, f"shmem.{name}")
         return
     if sig_op == api.SIGNAL_SET:
         tier.enqueue.write_value(base + target.offset, value, handle)
@@ -192,8 +220,8 @@ def signal_wait_until(sig, cmp, value, *, stream=0):
     ``value``; the work enqueued after it sees the data put with the signal.
     Returns at once (the host does not wait). CMP_EQ, and CMP_NE / CMP_GT
     against 0, are a stream memory operation; the other comparisons (and every
-    comparison with NUMBA_SHMEM_DEBUG=1, whose time-out names the signal) a
-    one-thread kernel."""
+    comparison with NUMBA_SHMEM_DEBUG=1, whose time-out names the signal, or
+    in a job that spans nodes) a one-thread kernel."""
     runtime, tier = tier_of("signal_wait_until")
     handle = stream_of(runtime, stream, "signal_wait_until")
     target = _signal_target(runtime, tier, "signal_wait_until", sig)
@@ -206,7 +234,10 @@ def signal_wait_until(sig, cmp, value, *, stream=0):
 
         _device.signal_wait_until(sig, cmp, value)
         return
-    if not runtime.config.debug:
+    # (in a job that spans nodes, never a stream memory wait: on an H200 under
+    # MPS, with such waits pending, the proxy's copy into this heap of what
+    # they waited for never completed, and the job hung; the kernel form runs)
+    if not runtime.config.debug and runtime.proxy is None:
         if cmp == api.CMP_EQ:
             return tier.enqueue.wait_value(target.address, value, handle)
         if value == 0 and cmp in (api.CMP_NE, api.CMP_GT):

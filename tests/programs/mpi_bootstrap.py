@@ -1,12 +1,10 @@
-"""The MPI bootstrap's descriptor sockets against strangers, and nodes.
+"""The MPI bootstrap's descriptor sockets against strangers.
 
     mpiexec -n 2 python mpi_bootstrap.py strangers
-    NUMBA_SHMEM_NODE_SIZE=1 mpiexec -n 2 python mpi_bootstrap.py nodes
 
-strangers: on rank 0, one process connects to rank 1's descriptor socket and
-says nothing, another sends a wrong secret; then the ranks exchange
-descriptors, which must arrive right. nodes: init() must refuse PEs it cannot
-reach, naming the PE and its node.
+On rank 0, one process connects to rank 1's descriptor socket and says
+nothing, another sends a wrong secret; then the ranks exchange descriptors,
+which must arrive right.
 """
 
 import os
@@ -62,20 +60,6 @@ def strangers():
         proc.wait()
     say(f"PE {me}: directory mode {mode}, received {seen}")
     shmem.finalize()
-
-
-def nodes():
-    try:
-        shmem.init()
-    except shmem.ShmemUsageError as exc:
-        say(f"PE {int(os.environ.get('OMPI_COMM_WORLD_RANK', -1))}: {exc}")
-        from mpi4py import MPI
-
-        MPI.COMM_WORLD.Barrier()  # every rank has cleaned up
-        leftovers = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("nshmem-")]
-        say(f"left behind: {len(leftovers)}")
-        return
-    say("NO ERROR")
 
 
 if __name__ == "__main__":

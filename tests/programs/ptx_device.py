@@ -30,6 +30,10 @@ def p_runtime_pe(dest, pe):
     shmem.p(dest, 1, pe)
 
 
+def g_far(out, source, pe):
+    out[0] = shmem.g(source, pe)
+
+
 def signal_op_set(sig):
     shmem.signal_op(sig, 1, shmem.SIGNAL_SET, 1)
 
@@ -120,6 +124,7 @@ KERNELS = {
     "put_signal_add_block": (put_signal_add_block, (f64, f64, u64)),
     "signal_op_set": (signal_op_set, (u64,)),
     "p_runtime_pe": (p_runtime_pe, (i64, types.int64)),
+    "g_far": (g_far, (f64, f64, types.int64)),
     "put_block": (put_block, (f64, f64)),
     "fence_and_quiet": (fence_and_quiet, (i64,)),
     "atomics": (atomics, (i64, i64)),

@@ -1,0 +1,235 @@
+"""The GPU's side of the proxy (PEs on other nodes): the ring in mapped host
+memory that its threads post requests into, and the intrinsics they post with.
+
+The ring's layout and its host side are in ``_transport/_ring.py``; the
+device API's implementations that post (``_device.py``) are written over the
+intrinsics below. A PE whose peer table entry is 0 is on another node: its
+requests go to the ring, those to the PEs of this node take the direct path.
+That branch is compiled in only where the job spans nodes (``compiled_in``):
+in a job of one node every kernel is what it would be without a proxy.
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba.cuda import types
+from numba.cuda.extending import intrinsic
+
+from .._transport import _ring
+from . import _ptx
+from ._addressing import debug_enabled, fail
+from ._primitives import state_word
+from ._state import load_field, load_peer_base
+
+_i64 = ir.IntType(64)
+_void = ir.VoidType()
+
+
+def compiled_in():
+    """Whether device code compiled now carries the path to other nodes: the
+    running job has a proxy, or (code compiled before init()) the environment
+    emulates nodes (NUMBA_SHMEM_NODE_SIZE)."""
+    from .. import _config, _runtime
+
+    runtime = _runtime.current()
+    if runtime is not None:
+        return runtime.proxy is not None
+    return bool(_config.from_env().node_size)
+
+
+def device_ring(runtime):
+    """Make this PE's ring and its ticket counter and point the device state
+    at them (before any kernel is loaded); the ring's host side."""
+    from numba import cuda
+
+    from ._driver import call
+
+    memory = cuda.mapped_array(_ring.NBYTES, np.uint8)
+    tickets = cuda.to_device(np.zeros(1, np.uint64))
+    runtime.device_state["proxy_ring"] = memory.device_ctypes_pointer.value
+    runtime.device_state["proxy_tickets"] = tickets.device_ctypes_pointer.value
+    count = np.asarray(cuda.pinned_array(1, np.uint64))  # (pinned, as every proxy copy)
+
+    def posted():
+        """The tickets taken so far (read on the runtime's setup stream: it
+        neither waits for nor joins the application's)."""
+        call("cuMemcpyDtoHAsync", count.ctypes.data, tickets.device_ctypes_pointer.value, 8,
+             runtime.setup_stream)
+        call("cuStreamSynchronize", runtime.setup_stream)
+        return int(count[0])
+
+    ring = _ring.DeviceRing(np.asarray(memory), posted)
+    ring.keep = (memory, tickets)  # alive as long as the ring
+    return ring
+
+
+def _pe(context, builder, value, ty):
+    return context.cast(builder, value, ty, types.int64)
+
+
+def is_far(context, builder, pe):
+    """Emit: whether PE ``pe`` (an i64) is reached through the proxy, that is,
+    its peer table entry is 0 (the same invariant load the direct path's
+    address makes). In debug mode a ``pe`` out of range reads as this PE's
+    entry, so that the direct path's checks report it."""
+    if debug_enabled():
+        npes = builder.sext(load_field(context, builder, "n_pes"), _i64)
+        me = builder.sext(load_field(context, builder, "my_pe"), _i64)
+        pe = builder.select(builder.icmp_unsigned("<", pe, npes), pe, me)
+    return builder.icmp_unsigned("==", load_peer_base(context, builder, pe), _i64(0))
+
+
+@intrinsic
+def _far(typingctx, pe):
+    """Whether PE ``pe`` is on another node (``is_far``)."""
+    def codegen(context, builder, sig, args):
+        return is_far(context, builder, _pe(context, builder, args[0], sig.args[0]))
+    return types.boolean(pe), codegen
+
+
+@intrinsic
+def _never_far(typingctx, pe):
+    """``_far`` where the job is on one node: false, so the path to other
+    nodes folds away."""
+    def codegen(context, builder, sig, args):
+        return ir.Constant(ir.IntType(1), 0)
+    return types.boolean(pe), codegen
+
+
+@intrinsic
+def _no_ring(typingctx):
+    """``_ring_base`` where the job is on one node: 0, a constant."""
+    def codegen(context, builder, sig, args):
+        return _i64(0)
+    return types.int64(), codegen
+
+
+@intrinsic
+def _proxy_check(typingctx, pe, name):
+    """Stop the kernel unless PE ``pe`` is a PE of the job that the proxy
+    reaches (in debug mode with a message naming ``name`` and the PEs): a ``pe``
+    out of range reads as 0 in the peer table too."""
+    def codegen(context, builder, sig, args):
+        pe = _pe(context, builder, args[0], sig.args[0])
+        name = sig.args[1].literal_value
+        me = builder.sext(load_field(context, builder, "my_pe"), _i64)
+        npes = builder.sext(load_field(context, builder, "n_pes"), _i64)
+        bad_pe = builder.icmp_unsigned(">=", pe, npes)  # also pe < 0
+        no_proxy = builder.icmp_unsigned("==", load_field(context, builder, "proxy_ring"),
+                                         _i64(0))
+        with builder.if_then(builder.or_(bad_pe, no_proxy), likely=False):
+            if debug_enabled():
+                with builder.if_then(bad_pe):
+                    fail(context, builder, f"numba-shmem: shmem.{name}: PE %ld called it with "
+                         "pe=%ld, outside 0..%ld", [me, pe, builder.sub(npes, _i64(1))])
+                fail(context, builder, f"numba-shmem: shmem.{name}: PE %ld cannot reach PE %ld",
+                     [me, pe])
+            else:
+                _ptx.trap(builder)
+        return context.get_dummy_value()
+    if not isinstance(name, types.StringLiteral):
+        return None
+    return types.void(pe, name), codegen
+
+
+#: the ring's address (0 where the job has no proxy)
+_ring_base = state_word("proxy_ring")
+
+
+@intrinsic
+def _ring_claim(typingctx):
+    """Take the next ticket (an atomic add at GPU scope: only this PE's
+    threads take them)."""
+    def codegen(context, builder, sig, args):
+        return _ptx.asm(builder, _i64, "atom.relaxed.gpu.add.u64 $0, [$1], 1;", "=l,l",
+                        [load_field(context, builder, "proxy_tickets")])
+    return types.int64(), codegen
+
+
+@intrinsic
+def _ring_posted(typingctx):
+    """How many tickets have been taken."""
+    def codegen(context, builder, sig, args):
+        return _ptx.asm(builder, _i64, "ld.relaxed.gpu.b64 $0, [$1];", "=l,l",
+                        [load_field(context, builder, "proxy_tickets")])
+    return types.int64(), codegen
+
+
+@intrinsic
+def _load_word(typingctx, address):
+    """ld.acquire.sys of the ring's int64 word at ``address``."""
+    def codegen(context, builder, sig, args):
+        return _ptx.load(builder, args[0], _i64, "acquire")
+    return types.int64(address), codegen
+
+
+def _word_store(sem):
+    @intrinsic
+    def store(typingctx, address, value):
+        def codegen(context, builder, sig, args):
+            word = context.cast(builder, args[1], sig.args[1], types.int64)
+            _ptx.asm(builder, _void, f"st.{sem}.sys.u64 [$0], $1;", "l,l", [args[0], word])
+            return context.get_dummy_value()
+        return types.void(address, value), codegen
+    return store
+
+
+#: st.relaxed.sys of a ring word; st.release.sys (the word that publishes a
+#: descriptor, or gives a slot back, after what was written before it). Typed
+#: u64, where the device API's own stores are b64: a PTX test tells them apart
+_store_word = _word_store("relaxed")
+_release_word = _word_store("release")
+
+
+@intrinsic
+def _bits(typingctx, like, value):
+    """``value`` as ``like``'s dtype, its bits zero-extended into an int64."""
+    def codegen(context, builder, sig, args):
+        dtype = sig.args[0].dtype
+        value = context.cast(builder, args[1], sig.args[1], dtype)
+        width = dtype.bitwidth
+        raw = builder.bitcast(value, ir.IntType(width)) if isinstance(dtype, types.Float) \
+            else value
+        return builder.zext(raw, _i64) if width < 64 else raw
+    return types.int64(like, value), codegen
+
+
+@intrinsic
+def _from_bits(typingctx, like, word):
+    """The ``like.dtype`` whose bits are the low bits of the int64 ``word``."""
+    def codegen(context, builder, sig, args):
+        dtype = sig.args[0].dtype
+        width = dtype.bitwidth
+        raw = builder.trunc(args[1], ir.IntType(width)) if width < 64 else args[1]
+        return builder.bitcast(raw, context.get_value_type(dtype)) \
+            if isinstance(dtype, types.Float) else raw
+    return like.dtype(like, word), codegen
+
+
+def namespace():
+    """What the implementations that post refer to, for code compiled now:
+    without the path to other nodes where the job has none (``compiled_in``)."""
+    if compiled_in():
+        return _NAMESPACE
+    return {**_NAMESPACE, "_far": _never_far, "_ring_base": _no_ring}
+
+
+_NAMESPACE = {
+    "_far": _far, "_proxy_check": _proxy_check, "_ring_base": _ring_base,
+    "_ring_claim": _ring_claim, "_ring_posted": _ring_posted, "_load_word": _load_word,
+    "_store_word": _store_word, "_release_word": _release_word, "_bits": _bits,
+    "_from_bits": _from_bits,
+    "RING_MASK": _ring.SLOTS - 1, "RING_SLOTS": _ring.SLOTS, "RING_CHUNK": _ring.CHUNK,
+    "RING_FREE": _ring.FREE, "RING_DONE": _ring.DONE, "RING_ANSWER": _ring.ANSWER,
+    "RING_COMPLETE": _ring.COMPLETE, "RING_STAGING": _ring.STAGING,
+    "RING_PUT": _ring.code(_ring.PUT), "RING_GET": _ring.code(_ring.GET),
+    "RING_SIGNAL": _ring.code(_ring.SIGNAL), "RING_SIGNAL_MAX": _ring.code(_ring.SIGNAL, 0,
+                                                                            _ring.SIGNAL_MAX),
+}
+
+
+def atomic_code(op, dtype, fetch):
+    """The CODE word of an atomic ``op`` (an op of the device API: "inc" is
+    posted as an add of 1) on ``dtype`` (a numpy dtype)."""
+    op = "add" if op == "inc" else op
+    return _ring.code(_ring.ATOMIC, _ring.DTYPES.index(str(dtype)), _ring.ATOMIC_OPS.index(op),
+                      int(fetch))

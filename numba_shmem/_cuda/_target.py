@@ -1,0 +1,178 @@
+"""Requests from PEs on other nodes, applied to this PE's heap on the GPU.
+
+The proxy thread applies them on a non-blocking stream of its own (it never
+waits for, or joins, the application's streams): data with the copy engine,
+atomics and signals with one-thread kernels from a small PTX module written
+here, each the same system-scope instruction the direct path uses, so an
+atomic from another node is atomic against this node's. Each request is
+complete (the stream synchronized) before the proxy answers it.
+
+A kernel of the application that fills every SM and waits for an atomic or
+signal from another node leaves no room for these one-thread kernels: leave
+a block's worth of room on the GPU, as with NVSHMEM's proxy.
+"""
+
+import ctypes
+
+import numpy as np
+
+from .._transport import _ring
+from ._driver import call, cu
+from ._enqueue import _check
+
+#: each op's instruction on a W-bit value: {res} the old value, {val} the
+#: operand, {cond} compare_swap's expected value
+_OPS = {
+    "fetch": "ld.relaxed.sys.b{W} {res}, [%rd1];",
+    "set": "st.relaxed.sys.b{W} [%rd1], {val};",
+    "swap": "atom.relaxed.sys.exch.b{W} {res}, [%rd1], {val};",
+    "compare_swap": "atom.relaxed.sys.cas.b{W} {res}, [%rd1], {cond}, {val};",
+    "add": "atom.relaxed.sys.add.{A}{W} {res}, [%rd1], {val};",
+    "and": "atom.relaxed.sys.and.b{W} {res}, [%rd1], {val};",
+    "or": "atom.relaxed.sys.or.b{W} {res}, [%rd1], {val};",
+    "xor": "atom.relaxed.sys.xor.b{W} {res}, [%rd1], {val};",
+}
+_SIGNALS = {0: "st.release.sys.b64 [%rd1], %rd2;",  # SIGNAL_SET
+            1: "red.release.sys.add.u64 [%rd1], %rd2;",  # SIGNAL_ADD
+            _ring.SIGNAL_MAX: "red.release.sys.max.u64 [%rd1], %rd2;"}
+
+_HEAD = """.visible .entry {name}(.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3)
+{{
+    .reg .b64 %rd<8>;
+    .reg .b32 %r<4>;
+    .reg .f32 %f<4>;
+    .reg .f64 %fd<4>;
+    ld.param.u64 %rd1, [p0];
+    ld.param.u64 %rd2, [p1];
+    ld.param.u64 %rd3, [p2];
+    ld.param.u64 %rd4, [p3];
+    mov.u64 %rd5, 0;
+"""
+
+
+def _kernel_name(dtype, op):
+    return f"apply_{op}_{dtype}"
+
+
+def _atomic_kernels(dtype):
+    """The kernels of every op on ``dtype``, each taking (address, the value's
+    bits, cond's bits, where to store the old value's bits as a uint64)."""
+    kind, width = np.dtype(dtype).kind, np.dtype(dtype).itemsize * 8
+    ops = ("fetch", "set", "swap", "add") if kind == "f" else _ring.ATOMIC_OPS
+    for op in ops:
+        lines = [_HEAD.format(name=_kernel_name(dtype, op))]
+        if width == 32:  # operands from the low halves, the result widened
+            lines.append("    cvt.u32.u64 %r1, %rd2;\n    cvt.u32.u64 %r2, %rd3;\n")
+            res, val, cond, widen = "%r3", "%r1", "%r2", "    cvt.u64.u32 %rd5, %r3;\n"
+        else:
+            res, val, cond, widen = "%rd5", "%rd2", "%rd3", ""
+        if kind == "f" and op == "add":  # through float registers
+            freg = "%f" if width == 32 else "%fd"
+            lines.append(f"    mov.b{width} {freg}1, {val};\n"
+                         f"    atom.relaxed.sys.add.f{width} {freg}3, [%rd1], {freg}1;\n"
+                         f"    mov.b{width} {res}, {freg}3;\n")
+        else:
+            lines.append("    " + _OPS[op].format(W=width, A="u", res=res, val=val, cond=cond)
+                         + "\n")
+        if op != "set":
+            lines.append(widen)
+        lines.append("    st.u64 [%rd4], %rd5;\n    ret;\n}\n")
+        yield "".join(lines)
+
+
+def _signal_name(op):
+    return f"apply_signal_{op}"
+
+
+def _module_source():
+    """The PTX module and the names of its kernels."""
+    kernels = [k for dtype in _ring.DTYPES for k in _atomic_kernels(dtype)]
+    for op, text in _SIGNALS.items():
+        kernels.append(_HEAD.format(name=_signal_name(op)) + f"    {text}\n    ret;\n}}\n")
+    names = [k.split("(")[0].split()[-1] for k in kernels]
+    return (".version 7.0\n.target sm_70\n.address_size 64\n\n"
+            + "\n".join(kernels)).encode(), names
+
+
+#: the pinned buffer that data goes through between MPI and the heap
+PINNED_BYTES = 4 << 20
+
+
+class GpuTarget:
+    """``heap_base``: this PE's heap address on its GPU."""
+
+    def __init__(self, heap_base):
+        from numba import cuda
+
+        self._base = heap_base
+        self._context = call("cuCtxGetCurrent")
+        self._stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        source, names = _module_source()
+        self._module = call("cuModuleLoadData", source)
+        # every kernel loaded now: loaded lazily (CUDA's default) at its first
+        # launch, it would wait for the application's running kernels, which
+        # may be waiting for it
+        self._functions = {name: call("cuModuleGetFunction", self._module, name.encode())
+                           for name in names}
+        for function in self._functions.values():
+            call("cuFuncLoad", function)
+        self._old = cuda.mapped_array(1, np.uint64)  # where a kernel leaves the old value
+        self._old_bytes = np.asarray(self._old).view(np.uint8)
+        self._pinned = np.asarray(cuda.pinned_array(PINNED_BYTES, np.uint8))
+        self._args = (ctypes.c_uint64 * 4)()
+        self._params = (ctypes.c_void_p * 4)(*[ctypes.addressof(self._args) + 8 * i
+                                              for i in range(4)])
+
+    def close(self):
+        call("cuModuleUnload", self._module)
+        call("cuStreamDestroy", self._stream)
+
+    def attach(self):
+        call("cuCtxSetCurrent", self._context)
+
+    def _run(self, name, address, value=0, cond=0):
+        function = self._functions[name]
+        self._args[:] = [address, value, cond, self._old.device_ctypes_pointer.value]
+        _check(cu.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, self._stream,
+                                 ctypes.addressof(self._params), 0), "cuLaunchKernel")
+        call("cuStreamSynchronize", self._stream)
+
+    def receive(self, offset, nbytes):
+        """Where a put's data is received: the pinned buffer when it fits."""
+        return self._pinned[:nbytes] if nbytes <= self._pinned.size else \
+            np.empty(nbytes, np.uint8)
+
+    def received(self, offset, buffer):
+        """Copy a put's data into the heap, through the pinned buffer (never
+        from pageable memory, which the driver stages: the proxy must not wait
+        for the application's kernels, which may be waiting for this put)."""
+        pinned = self._pinned
+        for at in range(0, buffer.size, pinned.size):
+            part = buffer[at:at + pinned.size]
+            if part.ctypes.data != pinned.ctypes.data:
+                pinned[:part.size] = part
+            call("cuMemcpyHtoDAsync", self._base + offset + at, pinned.ctypes.data, part.size,
+                 self._stream)
+            call("cuStreamSynchronize", self._stream)
+
+    def read(self, offset, nbytes):
+        """A get's data, copied out of the heap through the pinned buffer."""
+        data, pinned = np.empty(nbytes, np.uint8), self._pinned
+        for at in range(0, nbytes, pinned.size):
+            size = min(pinned.size, nbytes - at)
+            call("cuMemcpyDtoHAsync", pinned.ctypes.data, self._base + offset + at, size,
+                 self._stream)
+            call("cuStreamSynchronize", self._stream)
+            data[at:at + size] = pinned[:size]
+        return data
+
+    def atomic(self, offset, dtype, op, value, cond):
+        dtype = np.dtype(dtype)
+        if op == "inc":
+            op, value = "add", 1
+        self._run(_kernel_name(dtype, op), self._base + offset, _ring._bits(dtype.type(value)),
+                  _ring._bits(dtype.type(0 if cond is None else cond)))
+        return self._old_bytes[:dtype.itemsize].view(dtype)[0]
+
+    def signal(self, offset, op, value):
+        self._run(_signal_name(op), self._base + offset, int(value) & (2**64 - 1))
