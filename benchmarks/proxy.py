@@ -6,8 +6,8 @@ Send/Recv ping-pong (osu_latency); p's per second from many threads.
     python benchmarks/proxy.py [--max-bytes 67108864] [--json out.json]
 
 Runs ``mpiexec -n 2`` with NUMBA_SHMEM_NODE_SIZE=1 (every PE a node of its own),
-on the backend numba-shmem picks here (the simulator is the only one with a
-proxy so far).
+on the backend numba-shmem picks here; with one GPU, both PEs share it through
+a private MPS daemon, as shmem-run's would.
 """
 
 import argparse
@@ -16,9 +16,23 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+
+def _mps_for_one_gpu(jobdir):
+    """A started MPS daemon where both PEs will share one GPU, else None."""
+    from shmem_run import _gpus
+    from shmem_run._mps import MpsDaemon
+
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or _gpus.count() != 1 or \
+            _gpus.mps_control() is None or "CUDA_MPS_PIPE_DIRECTORY" in os.environ:
+        return None
+    daemon = MpsDaemon(_gpus.mps_control(), jobdir)
+    daemon.start()
+    return daemon
 
 
 def main():
@@ -29,9 +43,16 @@ def main():
     mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
     flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
     env = dict(os.environ, NUMBA_SHMEM_NODE_SIZE="1", OMPI_MCA_plm_rsh_agent="false")
-    run = subprocess.run([mpiexec, *flags, "-n", "2", sys.executable, str(HERE / "proxy_pe.py"),
-                          str(args.max_bytes)], capture_output=True, text=True, timeout=1800,
-                         env=env)
+    command = [mpiexec, *flags, "-n", "2", sys.executable, str(HERE / "proxy_pe.py"),
+               str(args.max_bytes)]
+    with tempfile.TemporaryDirectory() as jobdir:
+        daemon = _mps_for_one_gpu(jobdir)
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, timeout=1800,
+                                 env={**env, **(daemon.env if daemon else {})})
+        finally:
+            if daemon:
+                daemon.stop()
     if run.returncode != 0:
         raise SystemExit(f"benchmark failed:\n{run.stdout}\n{run.stderr}")
     r = json.loads(run.stdout.strip().splitlines()[-1])
@@ -53,7 +74,8 @@ def main():
           f"{r['put_signal_round_trip_s'] * 1e6:.1f} us; MPI Send/Recv {mpi:.1f} us "
           f"(ours - MPI's: {r['p_round_trip_s'] * 1e6 - mpi:.1f} and "
           f"{r['put_signal_round_trip_s'] * 1e6 - mpi:.1f} us)")
-    print("p through the proxy, per second, from 1 / 8 / 32 threads of PE 0: "
+    where = "host threads" if r["backend"] == "sim" else "GPU threads (one block)"
+    print(f"p through the proxy, per second, from 1 / 8 / 32 {where} of PE 0: "
           + " / ".join(f"{r[f'p_rate_{t}_threads']:.0f}" for t in (1, 8, 32)))
     if args.json:
         args.json.write_text(json.dumps(r, indent=1))

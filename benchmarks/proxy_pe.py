@@ -3,7 +3,8 @@ on emulated nodes of one). PE 0 measures; prints one JSON line from PE 0.
 
 Three things on the same two processes, one after another: numba-shmem's puts
 and round trips through the proxy, mpi4py's own Send/Recv and Put between the
-same ranks (osu_bw / osu_latency shapes), and p from many threads at once.
+same ranks (osu_bw / osu_latency shapes), and p from many threads at once (host
+threads on the simulator, GPU threads of one block on the GPU).
 """
 
 import json
@@ -104,6 +105,7 @@ def shmem_round_trip(me, iters, kind):
         shmem.barrier_all()
         start = time.perf_counter()
         ping_pong[1, 1](flag, sig, data, payload, iters, kind)
+        cuda.synchronize()  # (on the GPU the launch returns at once)
         elapsed = time.perf_counter() - start
         shmem.barrier_all()
         return elapsed / iters
@@ -129,8 +131,33 @@ def mpi_round_trip(comm, me, iters):
     return run
 
 
+@cuda.jit
+def p_many(counter, per_thread):
+    """Every thread of the grid: ``per_thread`` p's into PE 1, then quiet."""
+    t = cuda.grid(1)
+    for i in range(per_thread):
+        shmem.p(counter[t:t + 1], i, 1)
+    shmem.quiet()
+
+
+def kernel_message_rate(me, counter, threads, per_thread):
+    """On the GPU: p's per second from ``threads`` GPU threads of PE 0 (one
+    block), quiet included, timed around the kernel."""
+    def run():
+        shmem.barrier_all()
+        start = time.perf_counter()
+        if me == 0:
+            p_many[1, threads](counter, per_thread)
+            cuda.synchronize()
+        elapsed = time.perf_counter() - start
+        shmem.barrier_all()
+        return threads * per_thread / elapsed
+    return run
+
+
 def message_rate(me, counter, threads, per_thread):
-    """p's per second from ``threads`` host threads of PE 0 into PE 1, quiet included."""
+    """On the simulator: p's per second from ``threads`` host threads of PE 0
+    into PE 1 (the simulator's device functions are Python), quiet included."""
     def run():
         shmem.barrier_all()
         start = time.perf_counter()
@@ -181,9 +208,10 @@ def main():
                      ("mpi_round_trip_s", mpi_round_trip(comm, me, iters))):
         results[key], results[key + "_rounds"] = best_of(ROUNDS, run)
     counter = shmem.zeros(64, np.int64)
+    rate = message_rate if results["backend"] == "sim" else kernel_message_rate
     for threads in (1, 8, 32):
-        results[f"p_rate_{threads}_threads"] = best_of(ROUNDS, message_rate(me, counter, threads,
-                                                                            2000 // threads))[0]
+        results[f"p_rate_{threads}_threads"] = best_of(ROUNDS, rate(me, counter, threads,
+                                                                    2000 // threads))[0]
     win.Free()
     comm.Free()
     if me == 0:

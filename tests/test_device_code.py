@@ -58,3 +58,38 @@ def test_the_copy_loop_writes_every_byte_once_in_whole_elements():
     result = python("copy_plan.py", 2000, 1, env={"NUMBA_SHMEM_BACKEND": "cuda"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok 2000 cases"
+
+
+def test_the_proxy_applies_every_atomic_and_signal_with_a_kernel_that_assembles(tmp_path):
+    """The target side of the proxy (_cuda/_target.py): one kernel per op of
+    each dtype (the four float ops for floats) and per signal op, each the
+    direct path's system-scope instruction; ptxas must accept the module."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import run_hard
+
+    script = ("import sys; from numba_shmem._cuda._target import _module_source; "
+              "source, names = _module_source(); sys.stdout.write(source.decode()); "
+              "sys.stderr.write(' '.join(names))")
+    result = run_hard([sys.executable, "-c", script], 120, {"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    source, names = result.stdout, result.stderr.split()
+    floats = {f"apply_{op}_{t}" for op in ("fetch", "set", "swap", "add")
+              for t in ("float32", "float64")}
+    ints = {f"apply_{op}_{t}" for op in ("fetch", "set", "swap", "compare_swap", "add", "and",
+                                         "or", "xor")
+            for t in ("int32", "uint32", "int64", "uint64")}
+    assert set(names) == floats | ints | {f"apply_signal_{k}" for k in (0, 1, 2)}
+    assert "atom.relaxed.sys.cas.b32 %r3, [%rd1], %r2, %r1;" in source  # cond, then value
+    assert "atom.relaxed.sys.add.f64 %fd3, [%rd1], %fd1;" in source
+    assert "red.release.sys.max.u64 [%rd1], %rd2;" in source
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        pytest.skip("no ptxas on PATH to assemble the module")
+    path = tmp_path / "target.ptx"
+    path.write_text(source)
+    done = subprocess.run([ptxas, "-arch=sm_90", str(path), "-o", str(tmp_path / "t.cubin")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -84,10 +84,18 @@ def _from_stream(tier, local, source, handle):
     tier.enqueue.synchronize(handle)
     if local.host:
         return np.ascontiguousarray(source).reshape(-1).view(np.uint8)
-    data = np.empty(local.nbytes, np.uint8)
+    data = _pinned(local.nbytes)
     tier.enqueue.copy(data.ctypes.data, local.address, local.nbytes, handle, "to")
     tier.enqueue.synchronize(handle)
     return data
+
+
+def _pinned(nbytes):
+    """Pinned host memory for a copy toward or from another node's data, as
+    the proxy's own copies: never pageable, which the driver stages."""
+    from numba import cuda
+
+    return np.asarray(cuda.pinned_array(max(nbytes, 1), np.uint8))[:nbytes]
 
 
 def put(dest, source, pe, *, stream=0):
@@ -127,7 +135,9 @@ def get(dest, source, pe, *, stream=0):
         if local.host:
             into.reshape(-1).view(np.uint8)[:] = data
         else:
-            tier.enqueue.copy(local.address, data.ctypes.data, local.nbytes, handle, "from")
+            staged = _pinned(local.nbytes)
+            staged[:] = data
+            tier.enqueue.copy(local.address, staged.ctypes.data, local.nbytes, handle, "from")
             tier.enqueue.synchronize(handle)
     else:
         tier.enqueue.copy(local.address, base + remote.offset, local.nbytes, handle,
