@@ -300,16 +300,12 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift=""):
             "    c += stride\n")
 
 
-def _far_signal(sig, value, sig_op, pe, code=None):
-    """Source: post a signal update (sig_op SIGNAL_SET or SIGNAL_ADD, or the
-    given ``code``) to ``sig`` on PE ``pe``."""
-    if code is None:
-        code = f"RING_SIGNAL + ({sig_op} << 16)"
-        check = (f"if {sig_op} != {api.SIGNAL_SET} and {sig_op} != {api.SIGNAL_ADD}:\n"
-                 "    _trap()\n")
-    else:
-        check = ""
-    return check + _post(code, pe, f"_addr({sig}) - _heap_base()", f"_bits({sig}, {value})")
+def _far_signal(sig, value, sig_op, pe):
+    """Source: post a signal update (sig_op SIGNAL_SET or SIGNAL_ADD; any other
+    stops the kernel, as on the direct path) to ``sig`` on PE ``pe``."""
+    return (f"if {sig_op} != {api.SIGNAL_SET} and {sig_op} != {api.SIGNAL_ADD}:\n    _trap()\n"
+            + _post(f"RING_SIGNAL + ({sig_op} << 16)", pe, f"_addr({sig}) - _heap_base()",
+                    f"_bits({sig}, {value})"))
 
 
 def _far_element(name, array, at, pe, put, value=None, result="v"):
@@ -331,6 +327,8 @@ def _far_namespace():
             "_store_relaxed": _store_relaxed, "_load_relaxed": _load_relaxed, "_trap": _trap,
             "min": min}
 
+
+# -- element operations, signals, fence and quiet --------------------------------------
 
 def _make_element_op(name):
     """p, g, iput, iget or signal_op: directly, or one request per element
