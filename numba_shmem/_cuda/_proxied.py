@@ -17,7 +17,7 @@ from numba.cuda.extending import intrinsic
 from .._transport import _ring
 from . import _ptx
 from ._addressing import debug_enabled, fail
-from ._primitives import state_word
+from ._primitives import as_pe, state_word
 from ._state import load_field, load_peer_base
 
 _i64 = ir.IntType(64)
@@ -62,10 +62,6 @@ def device_ring(runtime):
     return ring
 
 
-def _pe(context, builder, value, ty):
-    return context.cast(builder, value, ty, types.int64)
-
-
 def is_far(context, builder, pe):
     """Emit: whether PE ``pe`` (an i64) is reached through the proxy, that is,
     its peer table entry is 0 (the same invariant load the direct path's
@@ -82,7 +78,7 @@ def is_far(context, builder, pe):
 def _far(typingctx, pe):
     """Whether PE ``pe`` is on another node (``is_far``)."""
     def codegen(context, builder, sig, args):
-        return is_far(context, builder, _pe(context, builder, args[0], sig.args[0]))
+        return is_far(context, builder, as_pe(context, builder, args[0], sig.args[0]))
     return types.boolean(pe), codegen
 
 
@@ -109,7 +105,7 @@ def _proxy_check(typingctx, pe, name):
     reaches (in debug mode with a message naming ``name`` and the PEs): a ``pe``
     out of range reads as 0 in the peer table too."""
     def codegen(context, builder, sig, args):
-        pe = _pe(context, builder, args[0], sig.args[0])
+        pe = as_pe(context, builder, args[0], sig.args[0])
         name = sig.args[1].literal_value
         me = builder.sext(load_field(context, builder, "my_pe"), _i64)
         npes = builder.sext(load_field(context, builder, "n_pes"), _i64)
