@@ -17,6 +17,7 @@ import ctypes
 import numpy as np
 
 from .._transport import _ring
+from .._resources import UndoStack
 from ._driver import call, cu
 from ._enqueue import _check
 
@@ -105,17 +106,24 @@ class GpuTarget:
         from numba import cuda
 
         self._base = heap_base
+        self._undo = UndoStack()
         self._context = call("cuCtxGetCurrent")
-        self._stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
-        source, names = _module_source()
-        self._module = call("cuModuleLoadData", source)
-        # every kernel loaded now: loaded lazily (CUDA's default) at its first
-        # launch, it would wait for the application's running kernels, which
-        # may be waiting for it
-        self._functions = {name: call("cuModuleGetFunction", self._module, name.encode())
-                           for name in names}
-        for function in self._functions.values():
-            call("cuFuncLoad", function)
+        try:
+            self._stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+            self._undo.push(call, "cuStreamDestroy", self._stream)
+            source, names = _module_source()
+            self._module = call("cuModuleLoadData", source)
+            self._undo.push(call, "cuModuleUnload", self._module)
+            # every kernel loaded now: loaded lazily (CUDA's default) at its
+            # first launch, the first one waited for the application's running
+            # kernel, which waited for it (a hang on the H200)
+            self._functions = {name: call("cuModuleGetFunction", self._module, name.encode())
+                               for name in names}
+            for function in self._functions.values():
+                call("cuFuncLoad", function)
+        except BaseException:
+            self._undo.unwind()
+            raise
         self._old = cuda.mapped_array(1, np.uint64)  # where a kernel leaves the old value
         self._old_bytes = np.asarray(self._old).view(np.uint8)
         self._pinned = np.asarray(cuda.pinned_array(PINNED_BYTES, np.uint8))
@@ -124,8 +132,7 @@ class GpuTarget:
                                               for i in range(4)])
 
     def close(self):
-        call("cuModuleUnload", self._module)
-        call("cuStreamDestroy", self._stream)
+        self._undo.unwind()
 
     def attach(self):
         call("cuCtxSetCurrent", self._context)
