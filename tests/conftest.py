@@ -124,3 +124,27 @@ def mpiexec_job(npes, *command, env=None):
     if BACKEND == "sim":
         base["NUMBA_ENABLE_CUDASIM"] = "1"
     return [mpiexec(), *flags, "-n", str(npes), *map(str, command)], {**base, **(env or {})}
+
+
+@pytest.fixture(scope="session")
+def mpi_gpu_env():
+    """What an mpiexec job's environment adds so that its PEs share this
+    machine's GPU at once: a private MPS daemon's directories, for the
+    session (shmem-run starts one of its own; mpiexec does not). Without one,
+    PEs on one GPU time-slice (4.5 ms a round trip). {} on the simulator."""
+    import tempfile
+
+    from shmem_run._gpus import mps_control
+    from shmem_run._mps import MpsDaemon
+
+    control = mps_control() if BACKEND == "cuda" else None
+    if control is None:
+        yield {}
+        return
+    with tempfile.TemporaryDirectory() as jobdir:
+        daemon = MpsDaemon(control, jobdir)
+        daemon.start()
+        try:
+            yield dict(daemon.env)
+        finally:
+            daemon.stop()

@@ -21,25 +21,10 @@ _JOB_ENV = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _one_gpu_shared():
-    """On the GPU, a private MPS daemon for this module's jobs: without one, PEs
-    on one GPU time-slice (4.5 ms a round trip)."""
-    from shmem_run._gpus import mps_control
-    from shmem_run._mps import MpsDaemon
-
-    control = mps_control() if BACKEND == "cuda" else None
-    if control is None:
-        yield
-        return
-    with tempfile.TemporaryDirectory() as jobdir:
-        daemon = MpsDaemon(control, jobdir)
-        daemon.start()
-        _JOB_ENV.update(daemon.env)
-        try:
-            yield
-        finally:
-            _JOB_ENV.clear()
-            daemon.stop()
+def _one_gpu_shared(mpi_gpu_env):
+    _JOB_ENV.update(mpi_gpu_env)
+    yield
+    _JOB_ENV.clear()
 
 
 def _ready():

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import BACKEND, mpiexec
+from conftest import mpiexec
 from harness import PEGroup
 
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
@@ -27,8 +27,6 @@ def examples(n):
 
 def _nodes_ready():
     """Why the emulated-nodes group cannot run here, or None."""
-    if BACKEND != "sim":
-        return "PEs on other nodes are reached on the simulator only so far"
     try:
         import mpi4py  # noqa: F401
     except ImportError:
@@ -37,14 +35,15 @@ def _nodes_ready():
 
 
 @pytest.fixture(scope="module", params=[2, 4, "nodes"], ids=["2pes", "4pes", "4pes-2nodes"])
-def group(request):
+def group(request, mpi_gpu_env):
     """2 or 4 PEs on one node; or 4 PEs in 2 emulated nodes under mpiexec, each
-    with a neighbour reached directly and two through the proxy."""
+    with a neighbour reached directly and two through the proxy (on the GPU,
+    sharing it through the session's MPS daemon)."""
     env = {"NUMBA_SHMEM_WAIT_TIMEOUT": "60", "NUMBA_SHMEM_HEAP_SIZE": "64M"}
     if request.param == "nodes":
         if _nodes_ready():
             pytest.skip(_nodes_ready())
-        pes = PEGroup(4, env=env, node_size=2)
+        pes = PEGroup(4, env={**env, **mpi_gpu_env}, node_size=2)
     else:
         pes = PEGroup(request.param, env=env)
     yield pes
