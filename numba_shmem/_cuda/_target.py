@@ -174,11 +174,11 @@ class GpuTarget:
         return data
 
     def atomic(self, offset, dtype, op, value, cond):
+        """``op`` is one of the ring's (``_ring.ATOMIC_OPS``: the GPU posts an
+        inc as an add of 1) and ``cond`` a value, as the ring carries them."""
         dtype = np.dtype(dtype)
-        if op == "inc":
-            op, value = "add", 1
         self._run(_kernel_name(dtype, op), self._base + offset, _ring._bits(dtype.type(value)),
-                  _ring._bits(dtype.type(0 if cond is None else cond)))
+                  _ring._bits(dtype.type(cond)))
         return self._old_bytes[:dtype.itemsize].view(dtype)[0]
 
     def signal(self, offset, op, value):
