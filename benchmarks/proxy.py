@@ -55,19 +55,29 @@ def main():
                 daemon.stop()
     if run.returncode != 0:
         raise SystemExit(f"benchmark failed:\n{run.stdout}\n{run.stderr}")
-    r = json.loads(run.stdout.strip().splitlines()[-1])
+    # PE 0's one JSON line (mpiexec may print lines of its own after it)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise SystemExit(f"benchmark printed no result:\n{run.stdout}\n{run.stderr}")
+    r = json.loads(lines[-1])
     print(f"proxy between 2 PEs on nodes of their own ({r['backend']} backend), {r['mpi']}")
     print(f"bandwidth, MB/s: {r['window']} messages of 'bytes' each, best of 3 rounds; shmem: "
           "host put through the proxy, then quiet; Send: mpi4py Isend/Irecv + ack; Put: "
           "MPI_Put in a lock epoch")
+    put = r["bandwidth"][0].get("mpi_put_s") is not None
+    print(f"MPI Put: {r['mpi_put_window']}")
     print(f"{'bytes':>10} {'shmem put':>10} {'MPI Send':>10} {'MPI Put':>10} "
           f"{'put/Send':>9} {'put/Put':>8}")
     for row in r["bandwidth"]:
         mbs = {k: r["window"] * row["bytes"] / row[k] / 1e6
-               for k in ("shmem_put_s", "mpi_send_s", "mpi_put_s")}
-        print(f"{row['bytes']:>10} {mbs['shmem_put_s']:>10.0f} {mbs['mpi_send_s']:>10.0f} "
-              f"{mbs['mpi_put_s']:>10.0f} {mbs['shmem_put_s'] / mbs['mpi_send_s']:>9.2f} "
-              f"{mbs['shmem_put_s'] / mbs['mpi_put_s']:>8.2f}")
+               for k in ("shmem_put_s", "mpi_send_s", "mpi_put_s") if row.get(k)}
+        ours, send = mbs["shmem_put_s"], mbs["mpi_send_s"]
+        if put:
+            mpi_put, versus_put = f"{mbs['mpi_put_s']:.0f}", f"{ours / mbs['mpi_put_s']:.2f}"
+        else:
+            mpi_put = versus_put = "-"
+        print(f"{row['bytes']:>10} {ours:>10.0f} {send:>10.0f} {mpi_put:>10} "
+              f"{ours / send:>9.2f} {versus_put:>8}")
     mpi = r["mpi_round_trip_s"] * 1e6
     print(f"round trip, best of 3 rounds of 300 in one kernel: p of a flag "
           f"{r['p_round_trip_s'] * 1e6:.1f} us, put_signal of 8 bytes "

@@ -1,11 +1,21 @@
 """Requests from PEs on other nodes, applied to this PE's heap on the GPU.
 
-The proxy thread applies them on a non-blocking stream of its own (it never
-waits for, or joins, the application's streams): data with the copy engine,
-atomics and signals with one-thread kernels from a small PTX module written
-here, each the same system-scope instruction the direct path uses, so an
-atomic from another node is atomic against this node's. Each request is
-complete (the stream synchronized) before the proxy answers it.
+The proxy thread applies them in a CUDA context of its own on the PE's GPU,
+which reaches the heap as the application's does (the heap's mappings give
+the device access, whichever context): data with the copy engine, atomics and
+signals with one-thread kernels from a small PTX module written here, each the
+same system-scope instruction the direct path uses, so an atomic from another
+node is atomic against this node's. Each request is complete (the stream
+synchronized) before the proxy answers it.
+
+Why a context of its own: while the application's context loads a module
+(numba loads a kernel at its first launch), every call into that context
+waits until its running kernels finish. Measured on an H200, with and without
+MPS, lazy or eager loading alike: a launch from another thread of the same
+context waited too, and one in a second context ran at once. An application
+kernel waiting for a signal from another node, and the application loading
+its next kernel meanwhile, hung every PE that way (on_stream, moe_dispatch
+across emulated nodes).
 
 A kernel of the application that fills every SM and waits for an atomic or
 signal from another node leaves no room for these one-thread kernels: leave
@@ -99,37 +109,61 @@ def _module_source():
 PINNED_BYTES = 4 << 20
 
 
+def _new_context():
+    """A new context on the calling thread's device, not left current."""
+    device = call("cuCtxGetDevice")
+    try:
+        context = call("cuCtxCreate", None, 0, device)
+    except TypeError:  # cuda.bindings before 13 (cuCtxCreate without parameters)
+        context = call("cuCtxCreate", 0, device)
+    call("cuCtxPopCurrent")
+    return context
+
+
+def _host_buffer(undo, nbytes):
+    """Pinned host memory that every context maps: (numpy view, device address)."""
+    flags = cu.CU_MEMHOSTALLOC_PORTABLE | cu.CU_MEMHOSTALLOC_DEVICEMAP
+    address = int(call("cuMemHostAlloc", nbytes, flags))
+    undo.push(call, "cuMemFreeHost", address)
+    view = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
+    return view, int(call("cuMemHostGetDevicePointer", address, 0))
+
+
 class GpuTarget:
     """``heap_base``: this PE's heap address on its GPU."""
 
     def __init__(self, heap_base):
-        from numba import cuda
-
         self._base = heap_base
         self._undo = UndoStack()
-        self._context = call("cuCtxGetCurrent")
         try:
-            self._stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
-            self._undo.push(call, "cuStreamDestroy", self._stream)
-            source, names = _module_source()
-            self._module = call("cuModuleLoadData", source)
-            self._undo.push(call, "cuModuleUnload", self._module)
-            # every kernel loaded now: loaded lazily (CUDA's default) at its
-            # first launch, the first one waited for the application's running
-            # kernel, which waited for it (a hang on the H200)
-            self._functions = {name: call("cuModuleGetFunction", self._module, name.encode())
-                               for name in names}
-            for function in self._functions.values():
-                call("cuFuncLoad", function)
+            self._context = _new_context()
+            self._undo.push(call, "cuCtxDestroy", self._context)
+            call("cuCtxPushCurrent", self._context)
+            try:
+                self._load()
+            finally:
+                call("cuCtxPopCurrent")
         except BaseException:
             self._undo.unwind()
             raise
-        self._old = cuda.mapped_array(1, np.uint64)  # where a kernel leaves the old value
-        self._old_bytes = np.asarray(self._old).view(np.uint8)
-        self._pinned = np.asarray(cuda.pinned_array(PINNED_BYTES, np.uint8))
         self._args = (ctypes.c_uint64 * 4)()
         self._params = (ctypes.c_void_p * 4)(*[ctypes.addressof(self._args) + 8 * i
                                               for i in range(4)])
+
+    def _load(self):
+        """Its stream, kernels and buffers, in its context (the stream and the
+        module go with the context)."""
+        self._stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        source, names = _module_source()
+        self._module = call("cuModuleLoadData", source)
+        # every kernel loaded now, not at its first launch (CUDA's default)
+        self._functions = {name: call("cuModuleGetFunction", self._module, name.encode())
+                           for name in names}
+        for function in self._functions.values():
+            call("cuFuncLoad", function)
+        # where a kernel leaves the old value
+        self._old_bytes, self._old_address = _host_buffer(self._undo, 8)
+        self._pinned, _ = _host_buffer(self._undo, PINNED_BYTES)
 
     def close(self):
         self._undo.unwind()
@@ -139,7 +173,7 @@ class GpuTarget:
 
     def _run(self, name, address, value=0, cond=0):
         function = self._functions[name]
-        self._args[:] = [address, value, cond, self._old.device_ctypes_pointer.value]
+        self._args[:] = [address, value, cond, self._old_address]
         _check(cu.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, self._stream,
                                  ctypes.addressof(self._params), 0), "cuLaunchKernel")
         call("cuStreamSynchronize", self._stream)
