@@ -27,6 +27,7 @@ import ctypes
 import numpy as np
 
 from .._transport import _ring
+from .._transport._proxy import PIECE
 from .._resources import UndoStack
 from ._driver import call, cu
 from ._enqueue import _check
@@ -105,8 +106,10 @@ def _module_source():
             + "\n".join(kernels)).encode(), names
 
 
-#: the pinned buffer that data goes through between MPI and the heap
-PINNED_BYTES = 4 << 20
+#: the pinned buffers that data goes through between MPI and the heap, one
+#: piece of a put each (``_proxy.PIECE``): one is copied into the heap while
+#: MPI receives the next
+BUFFERS = 4
 
 
 def _new_context():
@@ -163,7 +166,12 @@ class GpuTarget:
             call("cuFuncLoad", function)
         # where a kernel leaves the old value
         self._old_bytes, self._old_address = _host_buffer(self._undo, 8)
-        self._pinned, _ = _host_buffer(self._undo, PINNED_BYTES)
+        pinned, _ = _host_buffer(self._undo, BUFFERS * PIECE)
+        self._buffers = [pinned[k * PIECE:(k + 1) * PIECE] for k in range(BUFFERS)]
+        # each buffer's last copy into the heap (the buffer is free once it is done)
+        self._copied = [call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+                        for _ in range(BUFFERS)]
+        self._next = 0
 
     def close(self):
         self._undo.unwind()
@@ -178,33 +186,41 @@ class GpuTarget:
                                  ctypes.addressof(self._params), 0), "cuLaunchKernel")
         call("cuStreamSynchronize", self._stream)
 
+    def _take(self, nbytes):
+        """The next pinned buffer, once its last copy into the heap is done."""
+        k = self._next
+        self._next = (k + 1) % BUFFERS
+        call("cuEventSynchronize", self._copied[k])
+        return self._buffers[k][:nbytes]
+
     def receive(self, offset, nbytes):
-        """Where a put's data is received: the pinned buffer when it fits."""
-        return self._pinned[:nbytes] if nbytes <= self._pinned.size else \
-            np.empty(nbytes, np.uint8)
+        """Where a piece of a put's data (at most PIECE bytes) is received."""
+        return self._take(nbytes)
 
     def received(self, offset, buffer):
-        """Copy a put's data into the heap, through the pinned buffer (never
-        from pageable memory, which the driver stages: the proxy must not wait
-        for the application's kernels, which may be waiting for this put)."""
-        pinned = self._pinned
-        for at in range(0, buffer.size, pinned.size):
-            part = buffer[at:at + pinned.size]
-            if part.ctypes.data != pinned.ctypes.data:
-                pinned[:part.size] = part
-            call("cuMemcpyHtoDAsync", self._base + offset + at, pinned.ctypes.data, part.size,
-                 self._stream)
-            call("cuStreamSynchronize", self._stream)
+        """Start copying a piece into the heap from its pinned buffer (never from
+        pageable memory, which the driver stages: the proxy must not wait for
+        the application's work, which may be waiting for this put)."""
+        k = (self._next - 1) % BUFFERS
+        assert buffer.ctypes.data == self._buffers[k].ctypes.data
+        call("cuMemcpyHtoDAsync", self._base + offset, buffer.ctypes.data, buffer.size,
+             self._stream)
+        call("cuEventRecord", self._copied[k], self._stream)
+
+    def flush(self):
+        """Every copy started into the heap is complete."""
+        call("cuStreamSynchronize", self._stream)
 
     def read(self, offset, nbytes):
-        """A get's data, copied out of the heap through the pinned buffer."""
-        data, pinned = np.empty(nbytes, np.uint8), self._pinned
-        for at in range(0, nbytes, pinned.size):
-            size = min(pinned.size, nbytes - at)
-            call("cuMemcpyDtoHAsync", pinned.ctypes.data, self._base + offset + at, size,
+        """A get's data, copied out of the heap through the pinned buffers."""
+        data = np.empty(nbytes, np.uint8)
+        for at in range(0, nbytes, PIECE):
+            size = min(PIECE, nbytes - at)
+            buffer = self._take(size)
+            call("cuMemcpyDtoHAsync", buffer.ctypes.data, self._base + offset + at, size,
                  self._stream)
             call("cuStreamSynchronize", self._stream)
-            data[at:at + size] = pinned[:size]
+            data[at:at + size] = buffer
         return data
 
     def atomic(self, offset, dtype, op, value, cond):

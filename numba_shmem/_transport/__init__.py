@@ -41,6 +41,7 @@ def start(runtime):
         device = device_ring(runtime)
         target = GpuTarget(runtime.heap.backend.base)
         stop_waiters = runtime.stop_device_waits
+        busy_poll = 0.01
     else:
         import sys
 
@@ -53,9 +54,10 @@ def start(runtime):
         sys.setswitchinterval(min(sys.getswitchinterval(), 1e-4))
         device, target = None, SimTarget(runtime.heap.backend, runtime.bootstrap.rank)
         stop_waiters = None
+        busy_poll = 0.0  # (the simulator's kernel threads need the cores more)
     try:
         return Proxy(runtime.bootstrap, target, runtime.config.wait_timeout,
-                     runtime.config.debug, device, stop_waiters)
+                     runtime.config.debug, device, stop_waiters, busy_poll)
     except BaseException:
         target.close()
         raise

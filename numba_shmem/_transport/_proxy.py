@@ -16,8 +16,12 @@ GPU threads post into a ring of their own in pinned host memory (``_ring``),
 which the proxy thread drains beside this one: same requests, same order.
 
 Memory is bounded: the data staged in the ring and not yet sent (RING_BYTES)
-counts until MPI is done sending it. Idle, the proxy polls with a back-off
-that reaches a millisecond (a post wakes it at once). It needs MPI initialized
+counts until MPI is done sending it. Data travels in pieces of at most PIECE
+bytes, so that the target copies one piece into its heap while the next
+arrives. Idle, the proxy polls with a back-off that reaches a millisecond (a
+post wakes it at once); on the GPU it polls without sleeping for the first
+10 ms (each hop of a round trip waited for a sleep on each side: 620 us a
+round trip on an H200, 240 without). It needs MPI initialized
 with MPI_THREAD_MULTIPLE (mpi4py's default): the application's thread calls
 MPI (the bootstrap's collectives) meanwhile.
 """
@@ -40,6 +44,13 @@ _REQUEST, _ANSWER, _DATA = 11, 12, 13  # MPI tags: headers (pickled), then raw d
 #: data are staged (in the ring, or sent and not yet done)
 RING_SLOTS = 4096
 RING_BYTES = 64 << 20
+#: a put's or get's data travels in MPI messages of at most this many bytes;
+#: up to INLINE bytes, inside its header (one message, not two)
+PIECE = 1 << 20
+INLINE = 256
+#: a host put of up to this many bytes is copied when posted; a larger one is
+#: sent from the caller's array, and the put returns once MPI is done with it
+COPY_MAX = 64 << 10
 
 _DEVICE_KINDS = {_ring.PUT: PUT, _ring.GET: GET, _ring.ATOMIC: ATOMIC, _ring.SIGNAL: SIGNAL}
 
@@ -54,16 +65,21 @@ class Proxy:
     A put's or a get's data travels as a message of its own right after its
     header (tag _DATA), never pickled: received into ``target.receive(offset,
     nbytes)`` (on the simulator the heap itself) and handed to
-    ``target.received(offset, buffer)``; a get's is sent from
+    ``target.received(offset, buffer)``, piece by piece (each at most PIECE
+    bytes; ``received`` may copy asynchronously, so that one piece is copied
+    while the next arrives; ``target.flush()`` completes the copies before the
+    answer); a get's is sent from
     ``target.read(offset, nbytes)``. ``target.attach()`` runs first in the
     proxy thread (the GPU's binds its CUDA context).
 
     ``device`` (a ``_ring.DeviceRing``, or None) is the ring the GPU's threads
     post into; ``stop_waiters()``, if given, is called when the proxy thread
-    fails (the GPU's kernels waiting for it then stop instead of hanging)."""
+    fails (the GPU's kernels waiting for it then stop instead of hanging).
+    For ``busy_poll`` seconds after its last work the proxy thread polls
+    without sleeping."""
 
     def __init__(self, bootstrap, target, wait_timeout, debug=False, device=None,
-                 stop_waiters=None):
+                 stop_waiters=None, busy_poll=0.0):
         from mpi4py import MPI
 
         self._mpi = MPI
@@ -77,6 +93,9 @@ class Proxy:
         self._target = target
         self._device = device
         self._stop_waiters = stop_waiters
+        self._busy_poll = busy_poll
+        self._closed = False
+        self._unsent = {}  # seq -> data messages MPI still sends from the caller's array
         self._device_seqs = {}  # seq -> ticket, for each request from the device ring
         self._wait_timeout = wait_timeout
         self._ring = collections.deque()
@@ -99,8 +118,9 @@ class Proxy:
 
     # -- the origin's side: called by device code and host calls ---------------
 
-    def _post(self, pe, kind, offset, args, nbytes, what, want):
-        """Queue one request; its sequence number. Waits while the ring is full."""
+    def _post(self, pe, kind, offset, args, nbytes, what, want, unsent=0):
+        """Queue one request; its sequence number. Waits while the ring is full.
+        ``unsent``: the data messages of a put sent from the caller's array."""
         deadline = self._deadline()
         with self._lock:
             # (one request larger than the whole budget goes once nothing else is staged)
@@ -114,16 +134,30 @@ class Proxy:
             self._pending[self._seq] = None
             if want:
                 self._wanted.add(self._seq)
+            if unsent:
+                self._unsent[self._seq] = unsent
             self._ring.append((pe, (kind, self._seq, offset, *args), nbytes))
             self._staged += nbytes
             self._wake.set()
             return self._seq
 
     def put(self, pe, offset, data, what):
-        """Copy ``data`` (a numpy array, staged now: the source may be reused on
-        return) to ``offset`` of PE ``pe``'s heap."""
-        staged = np.array(data, copy=True).view(np.uint8).reshape(-1)
-        self._post(pe, PUT, offset, (staged,), staged.size, what, False)
+        """Copy ``data`` (a numpy array) to ``offset`` of PE ``pe``'s heap;
+        return once ``data`` may be reused: up to COPY_MAX bytes are copied
+        now, a larger array once MPI has sent it (copying it first took
+        longer than sending it)."""
+        flat = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        if flat.size <= COPY_MAX:
+            self._post(pe, PUT, offset, (flat.copy(),), flat.size, what, False)
+            return
+        seq = self._post(pe, PUT, offset, (flat,), flat.size, what, False,
+                         unsent=-(-flat.size // PIECE))
+        deadline = self._deadline()
+        with self._lock:
+            while seq in self._unsent:
+                self._check(pe, what)
+                if not self._lock.wait(self._left(deadline, pe, what, "its data to be sent")):
+                    self._left(deadline, pe, what, "its data to be sent")
 
     def get(self, pe, offset, nbytes, what):
         """``nbytes`` from ``offset`` of PE ``pe``'s heap, as a uint8 array."""
@@ -205,14 +239,22 @@ class Proxy:
                     if self._device is not None and self._staged < RING_BYTES:
                         batch += self._take_device_requests()
                 for pe, request, nbytes in batch:
-                    if request[0] == PUT:  # the header, then the data
+                    if request[0] == PUT and request[3].size <= INLINE:
+                        kind, seq, offset, data = request
+                        sending.append((self._comm.isend((kind, seq, offset, data.size,
+                                                          data.tobytes()), dest=pe,
+                                                         tag=_REQUEST), None, nbytes, None))
+                    elif request[0] == PUT:  # the header, then the data in pieces
                         kind, seq, offset, data = request
                         sending.append((self._comm.isend((kind, seq, offset, data.size), dest=pe,
-                                                         tag=_REQUEST), None, 0))
-                        sending.append((self._comm.Isend(data, dest=pe, tag=_DATA), data, nbytes))
+                                                         tag=_REQUEST), None, 0, None))
+                        for at in range(0, data.size, PIECE):
+                            piece = data[at:at + PIECE]
+                            sending.append((self._comm.Isend(piece, dest=pe, tag=_DATA), piece,
+                                            piece.size, seq))
                     else:
                         sending.append((self._comm.isend(request, dest=pe, tag=_REQUEST), None,
-                                        0))
+                                        0, None))
                     busy = True
                 while self._comm.iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
                     source, tag = status.Get_source(), status.Get_tag()
@@ -220,10 +262,10 @@ class Proxy:
                     if tag == _REQUEST:
                         answer, data = self._apply(message, source)
                         sending.append((self._comm.isend(answer, dest=source, tag=_ANSWER), None,
-                                        0))
+                                        0, None))
                         if data is not None:
                             sending.append((self._comm.Isend(data, dest=source, tag=_DATA), data,
-                                            0))
+                                            0, None))
                     else:
                         seq, result = message
                         if isinstance(result, tuple) and result[0] == "data":
@@ -232,28 +274,37 @@ class Proxy:
                         self._answered_one(seq, result)
                     busy = True
                 # each send keeps its buffer alive until MPI is done with it;
-                # then its staged bytes no longer count
-                still, released = [], 0
+                # then its staged bytes no longer count, and a put sent from
+                # its caller's array may return once all of its pieces are sent
+                still, released, sent = [], 0, []
                 for entry in sending:
                     if entry[0].Test():
                         released += entry[2]
+                        if entry[3] is not None:
+                            sent.append(entry[3])
                     else:
                         still.append(entry)
                 sending = still
                 if released:
                     with self._lock:
                         self._staged -= released
+                        for seq in sent:
+                            if seq in self._unsent:
+                                self._unsent[seq] -= 1
+                                if not self._unsent[seq]:
+                                    del self._unsent[seq]
                         self._lock.notify_all()
                 if stopping and not batch and not sending:
                     return
                 now = time.monotonic()
+                idle = now - idle_since
                 if busy:
                     idle_since = now
-                else:
+                elif idle >= self._busy_poll:
                     # a post wakes it at once; what arrives over MPI is found by
-                    # polling: every 20 us for 10 ms after the last work, then
-                    # backing off to every millisecond
-                    idle = now - idle_since
+                    # polling: every 20 us (a sleep that short lasts 50-150 us)
+                    # for 10 ms after the last work, then backing off to every
+                    # millisecond
                     self._wake.wait(2e-5 if idle < 0.01 else min(1e-3, idle / 10))
                     self._wake.clear()
         except BaseException as exc:  # noqa: BLE001  (every caller must hear of it)
@@ -281,10 +332,19 @@ class Proxy:
         the answer or None)."""
         kind, seq, offset, *args = request
         target = self._target
-        if kind == PUT:  # the data follows its header
+        if kind == PUT and len(args) == 2:  # the data inside the header
             buffer = target.receive(offset, args[0])
-            self._comm.Recv(buffer, source=source, tag=_DATA)
+            buffer[:] = np.frombuffer(args[1], np.uint8)
             target.received(offset, buffer)
+            target.flush()
+            return (seq, None), None
+        if kind == PUT:  # the data follows its header, in pieces
+            nbytes = args[0]
+            for at in range(0, nbytes, PIECE):
+                buffer = target.receive(offset + at, min(PIECE, nbytes - at))
+                self._comm.Recv(buffer, source=source, tag=_DATA)
+                target.received(offset + at, buffer)
+            target.flush()
             return (seq, None), None
         if kind == GET:
             return (seq, ("data", args[0])), target.read(offset, args[0])
@@ -311,7 +371,9 @@ class Proxy:
         quieted and passed the finalize barrier before), and free its
         communicator."""
         with self._lock:
-            self._stopping = True
+            if self._closed:
+                return
+            self._closed = self._stopping = True
         self._wake.set()
         self._thread.join(timeout=max(self._wait_timeout or 0, 10.0))
         if not self._thread.is_alive():

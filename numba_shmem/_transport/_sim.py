@@ -27,6 +27,9 @@ class SimTarget:
     def received(self, offset, buffer):
         pass
 
+    def flush(self):
+        pass  # (received into the heap itself)
+
     def read(self, offset, nbytes):
         return self._view(offset, nbytes)
 

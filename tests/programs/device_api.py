@@ -84,6 +84,21 @@ def check_rma(me, n):
     for out in outs:
         assert (out.copy_to_host() == mine).all()
     assert (got_block.copy_to_host() == theirs).all()
+    # host put and get larger than the proxy's pieces (1 MiB) and not a
+    # multiple of them, from host and from device memory
+    right = (me + 1) % n
+    big = (5 << 17) + 3  # 2.5 MiB and 24 bytes of float64
+    pattern = np.arange(big, dtype=np.float64) + 1e7 * me
+    big_dest, big_back = shmem.zeros(big, np.float64), shmem.zeros(big, np.float64)
+    shmem.barrier_all()
+    shmem.put(big_dest, pattern, right)
+    shmem.put(big_back, cuda.to_device(pattern[::-1].copy()), right)
+    shmem.barrier_all()
+    assert (big_dest.copy_to_host() == np.arange(big) + 1e7 * left).all()
+    assert (big_back.copy_to_host() == (np.arange(big) + 1e7 * left)[::-1]).all()
+    got_big = np.zeros(big)
+    shmem.get(got_big, big_dest, right)
+    assert (got_big == pattern).all()
 
 
 @cuda.jit
