@@ -27,7 +27,6 @@ import ctypes
 import numpy as np
 
 from .._transport import _ring
-from .._transport._proxy import PIECE
 from .._resources import UndoStack
 from ._driver import call, cu
 from ._enqueue import _check
@@ -107,8 +106,7 @@ def _module_source():
 
 
 #: the pinned buffers that data goes through between MPI and the heap, one
-#: piece of a put each (``_proxy.PIECE``): one is copied into the heap while
-#: MPI receives the next
+#: piece of a put each: one is copied into the heap while MPI receives the next
 BUFFERS = 4
 
 
@@ -133,10 +131,12 @@ def _host_buffer(undo, nbytes):
 
 
 class GpuTarget:
-    """``heap_base``: this PE's heap address on its GPU."""
+    """``heap_base``: this PE's heap address on its GPU; ``piece``: the most
+    bytes of data the proxy hands over at once."""
 
-    def __init__(self, heap_base):
+    def __init__(self, heap_base, piece):
         self._base = heap_base
+        self._piece = piece
         self._undo = UndoStack()
         try:
             self._context = _new_context()
@@ -166,8 +166,9 @@ class GpuTarget:
             call("cuFuncLoad", function)
         # where a kernel leaves the old value
         self._old_bytes, self._old_address = _host_buffer(self._undo, 8)
-        pinned, _ = _host_buffer(self._undo, BUFFERS * PIECE)
-        self._buffers = [pinned[k * PIECE:(k + 1) * PIECE] for k in range(BUFFERS)]
+        piece = self._piece
+        pinned, _ = _host_buffer(self._undo, BUFFERS * piece)
+        self._buffers = [pinned[k * piece:(k + 1) * piece] for k in range(BUFFERS)]
         # each buffer's last copy into the heap (the buffer is free once it is done)
         self._copied = [call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
                         for _ in range(BUFFERS)]
@@ -194,7 +195,7 @@ class GpuTarget:
         return self._buffers[k][:nbytes]
 
     def receive(self, offset, nbytes):
-        """Where a piece of a put's data (at most PIECE bytes) is received."""
+        """Where a piece of a put's data (at most ``piece`` bytes) is received."""
         return self._take(nbytes)
 
     def received(self, offset, buffer):
@@ -214,8 +215,8 @@ class GpuTarget:
     def read(self, offset, nbytes):
         """A get's data, copied out of the heap through the pinned buffers."""
         data = np.empty(nbytes, np.uint8)
-        for at in range(0, nbytes, PIECE):
-            size = min(PIECE, nbytes - at)
+        for at in range(0, nbytes, self._piece):
+            size = min(self._piece, nbytes - at)
             buffer = self._take(size)
             call("cuMemcpyDtoHAsync", buffer.ctypes.data, self._base + offset + at, size,
                  self._stream)

@@ -32,14 +32,14 @@ def start(runtime):
     """The proxy of a job that spans nodes, else None."""
     if not far_pes(runtime.bootstrap):
         return None
-    from ._proxy import Proxy
+    from ._proxy import PIECE, Proxy
 
     if runtime.backend == "cuda":
         from .._cuda._proxied import device_ring
         from .._cuda._target import GpuTarget
 
         device = device_ring(runtime)
-        target = GpuTarget(runtime.heap.backend.base)
+        target = GpuTarget(runtime.heap.backend.base, PIECE)
         stop_waiters = runtime.stop_device_waits
         busy_poll = 0.01
     else:
