@@ -140,6 +140,23 @@ def test_a_pe_that_does_not_answer_is_an_error_naming_it_not_a_hang(tmp_path):
     assert _private_dirs() <= before  # both PEs left the usual way
 
 
+def test_a_proxy_thread_that_fails_says_so_and_stops_what_waits_for_it(tmp_path):
+    """PE 1's proxy raises applying PE 0's put: one line from PE 1 names the
+    error, its next call toward another node fails naming it, and PE 0's
+    quiet ends in the time-out naming PE 1; both leave the usual way."""
+    before = _private_dirs()
+    result = nodes_run(2, 1, "proxy_fails.py", tmp_path / "done", timeout=120,
+                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "3"})
+    output = result.stdout + result.stderr
+    assert "numba-shmem: PE 1: the proxy thread failed: RuntimeError: the copy into the heap " \
+           "failed" in output, output
+    assert "PE 1: shmem.put toward PE 0: the proxy (PEs on other nodes) stopped: RuntimeError: " \
+           "the copy into the heap failed" in result.stdout, output
+    assert "PE 0: PE 0 waited 3 s in shmem.quiet for its requests from PE 1 through the proxy" \
+           in result.stdout, output
+    assert _private_dirs() <= before
+
+
 def test_a_pe_that_dies_ends_the_job_on_every_node_in_one_line():
     """Before: MPI_Finalize at its exit waited for the others, which waited in
     the barrier for it, until the wait time-out (300 s)."""

@@ -21,7 +21,7 @@ bytes, so that the target copies one piece into its heap while the next
 arrives. Idle, the proxy polls with a back-off that reaches a millisecond (a
 post wakes it at once); on the GPU it polls without sleeping for the first
 10 ms (each hop of a round trip waited for a sleep on each side: 620 us a
-round trip on an H200, 240 without). It needs MPI initialized
+round trip on an H200, 130-260 without). It needs MPI initialized
 with MPI_THREAD_MULTIPLE (mpi4py's default): the application's thread calls
 MPI (the bootstrap's collectives) meanwhile.
 """
@@ -102,7 +102,7 @@ class Proxy:
         self._staged = 0
         self._lock = threading.Condition()
         self._seq = 0
-        self._pending = {}  # seq -> None for each request not answered yet, oldest first
+        self._pending = {}  # seq -> its target PE, for each request not answered yet, oldest first
         self._results = {}  # seq -> the answer of a get or fetching atomic
         self._wanted = set()  # seqs whose answer a caller waits for
         self._failure = None
@@ -131,7 +131,7 @@ class Proxy:
                     self._left(deadline, pe, what, "room in the ring")
             self._check(pe, what)
             self._seq += 1
-            self._pending[self._seq] = None
+            self._pending[self._seq] = pe
             if want:
                 self._wanted.add(self._seq)
             if unsent:
@@ -182,7 +182,8 @@ class Proxy:
                     posted and self._device.complete() < posted):
                 self._check(None, what)
                 if not self._lock.wait(self._left(deadline, None, what, "its requests")):
-                    self._left(deadline, None, what, "its requests")
+                    waited = sorted({pe for seq, pe in self._pending.items() if seq <= last})
+                    self._left(deadline, waited or None, what, "its requests")
 
     def _answer(self, seq, pe, what):
         deadline = self._deadline()
@@ -204,7 +205,10 @@ class Proxy:
             return 0.05
         left = deadline - time.monotonic()
         if left <= 0:
-            whom = f"PE {pe}" if pe is not None else "the PEs it sent them to"
+            if isinstance(pe, list):  # the PEs a quiet waits for
+                whom = f"PE {pe[0]}" if len(pe) == 1 else "PEs " + ", ".join(map(str, pe))
+            else:
+                whom = f"PE {pe}" if pe is not None else "the PEs it sent them to"
             raise ShmemTimeoutError(
                 f"PE {self.rank} waited {self._wait_timeout:.0f} s in {what} for {waiting_for} "
                 f"from {whom} through the proxy (PEs on other nodes); the target may be stuck "
@@ -321,7 +325,7 @@ class Proxy:
         taken = []
         for ticket, kind, pe, offset, args, nbytes, _fetch in self._device.drain():
             self._seq += 1
-            self._pending[self._seq] = None
+            self._pending[self._seq] = pe
             self._device_seqs[self._seq] = ticket
             self._staged += nbytes
             taken.append((pe, (_DEVICE_KINDS[kind], self._seq, offset, *args), nbytes))

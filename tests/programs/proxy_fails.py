@@ -1,0 +1,58 @@
+"""A proxy thread that fails: PE 1's proxy raises while it applies PE 0's put
+(as if its copy into the heap had failed). PE 1 must say so in one line
+naming itself and the error; its next call toward another node is an error
+naming the failure, not a hang; and PE 0's quiet, whose put is never
+answered, ends in the time-out error naming the PEs it waited for. Both then
+leave the usual way.
+
+    NUMBA_SHMEM_NODE_SIZE=1 NUMBA_SHMEM_WAIT_TIMEOUT=3 mpiexec -n 2 python proxy_fails.py DONE
+
+DONE: a path PE 0 creates once it has its error, for PE 1 to stop waiting.
+"""
+
+import os
+import sys
+import time
+
+import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
+import numpy as np
+from numba_shmem import _runtime
+
+
+def _wait_for(condition, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def main():
+    done = sys.argv[1]
+    shmem.init()
+    me = shmem.my_pe()
+    data = shmem.zeros(4, np.int64)
+    proxy = _runtime.current().proxy
+    if me == 1:
+        def broken():
+            raise RuntimeError("the copy into the heap failed")
+        proxy._target.flush = broken
+    shmem.barrier_all()
+    if me == 1:
+        _wait_for(lambda: proxy._failure is not None)
+        try:
+            shmem.put(data, np.ones(4, np.int64), 0)
+            print("PE 1: the put returned", flush=True)
+        except shmem.ShmemUsageError as exc:
+            print(f"PE 1: {exc}", flush=True)
+        _wait_for(lambda: os.path.exists(done))
+        return
+    try:
+        shmem.put(data, np.ones(4, np.int64), 1)
+        shmem.quiet()
+        print("PE 0: the quiet returned", flush=True)
+    except shmem.ShmemTimeoutError as exc:
+        print(f"PE 0: {exc}", flush=True)
+    open(done, "w").close()
+
+
+if __name__ == "__main__":
+    main()
