@@ -244,9 +244,10 @@ def signal_wait_until(sig, cmp, value, *, stream=0):
 
         _device.signal_wait_until(sig, cmp, value)
         return
-    # (in a job that spans nodes, never a stream memory wait: on an H200 under
-    # MPS, with such waits pending, the proxy's copy into this heap of what
-    # they waited for never completed, and the job hung; the kernel form runs)
+    # (in a job that spans nodes, never a stream memory wait: a hang on an H200
+    # was first read as the proxy's copy not completing while such waits were
+    # pending; its cause was a module load blocking the proxy's context, fixed
+    # by a context of its own, and the memory waits were not tried again)
     if not runtime.config.debug and runtime.proxy is None:
         if cmp == api.CMP_EQ:
             return tier.enqueue.wait_value(target.address, value, handle)

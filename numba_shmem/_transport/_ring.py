@@ -123,10 +123,6 @@ class DeviceRing:
         outstanding one)."""
         return int(self._words[COMPLETE // 8])
 
-    def idle(self):
-        """Whether every request read so far is complete."""
-        return not self._outstanding
-
 
 def _value(bits, dtype):
     """The ``dtype`` value whose bits are the low bits of the uint64 ``bits``."""
