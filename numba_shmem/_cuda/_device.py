@@ -20,7 +20,7 @@ from ._primitives import (
     _heap_base, _load_u64, _mark_cooperative, _next_epoch, _peer_of, _publish_epoch,
     _team_entry,
     _addr, _compare, _copy1, _copy2, _copy4, _copy8, _copy16, _copy16x4, _load_acquire,
-    _load_relaxed,
+    _load1, _load2, _load4, _load8, _load_relaxed, _store1, _store2, _store4, _store8,
     _nanosleep, _now, _quiet, _fence, _remote, _signal_release, _signal_update,
     _store_relaxed, _trap,
     _left, _valid_cmp,
@@ -61,56 +61,93 @@ def _widest(what, widths, indent):
     return "".join(lines)
 
 
+def _edges(widths):
+    """Source: the edge thread's loads of the head (``head`` bytes at ``src``)
+    and the tail (``tail`` bytes at ``src + tail_at``), and after them (a
+    second string) its stores. Both are under 16 bytes; each goes in pieces of
+    1, 2, 4 and 8 bytes as its length's bits say, the head's narrowest first
+    and the tail's widest first, so that every piece sits at a multiple of its
+    width (the vectors between them start and end on 16-byte boundaries)."""
+    loads, stores = [], []
+    for region, at, order in (("head", "", sorted(widths)), ("tail", " + tail_at", widths)):
+        for w in order:
+            # the bytes of the region before this piece: its narrower pieces
+            # (head), or its wider ones (tail)
+            if region == "head":
+                before = f" + (head & {w - 1})" if w > min(widths) else ""
+            else:
+                before = f" + (tail & {16 - 2 * w})" if w < 8 else ""
+            name = f"{region}{w}"
+            loads.append(f"{name} = _load{w}(src{at}{before}) if {region} & {w} else 0\n")
+            stores.append(f"if {region} & {w}:\n    _store{w}(dst{at}{before}, {name})\n")
+    return "".join(loads), "".join(stores)
+
+
 def _copy_source(smallest=1):
-    """Copy ``nbytes`` from ``src`` to ``dst``; this thread is ``start`` of
-    ``stride``. A copy of at most 8 bytes per thread goes in pieces of the
-    widest width the addresses and length allow, one load per thread (its time
-    is one memory latency). A larger one, where both addresses sit at the same
-    offset from a 16-byte boundary, goes in 16-byte vectors (four in flight per
-    thread) from the group's first thread up, with the bytes before the first
-    boundary (the head) from its last thread down and those after the last
-    whole vector (the tail) from its seventeenth last down; otherwise all of it
-    goes at the widest width allowed. No piece is narrower than ``smallest``
-    (the element's width, up to 8): an element is never split, so a peer
-    polling it never sees it half written."""
+    """Source: copy ``nbytes`` from ``src`` to ``dst``; this thread is ``start``
+    of ``stride``. No piece is narrower than ``smallest`` (the element's width,
+    up to 8), and each is one access: an element is never split, so a peer
+    polling it never sees it half written.
+
+    - At most 8 bytes per thread, all 8-byte aligned: one 8-byte piece per
+      thread, the fewest instructions per call (on an H200 this beat 16-byte
+      vectors from 4 KiB to 1 MiB over 528 blocks, and an NVRTC copy kernel).
+    - Both addresses at the same offset from a 16-byte boundary: the bytes
+      between the first and the last boundary in 16-byte vectors, one per
+      thread when there are no more vectors than threads (else four in flight
+      per thread). The bytes before them (the head) and after them (the tail)
+      go from the group's last thread, both loads before both stores.
+    - Otherwise pieces of the widest width the addresses and length allow: a
+      bounded number per thread (no loop) for at most 8 bytes per thread, else
+      a strided loop.
+
+    Each branch is as short as it can be: every thread of the group runs the
+    one taken, and a kernel that calls this needs the registers of all of
+    them (on an H200, more than 64 leaves room for only three 256-thread
+    blocks per SM)."""
     widths = tuple(w for w in (8, 4, 2, 1) if w >= smallest)
-    small = ("    align = dst | src | nbytes\n"
-             + _widest(lambda w: f"        count = nbytes // {w}\n" + _strided(w, 2, ""),
-                       widths, 1))
-    large = (
-        "    done = 0\n"
-        "    first = start\n"
-        "    if ((dst ^ src) & 15) == 0:\n"
-        "        head = (16 - (dst & 15)) & 15\n"
-        "        if nbytes >= head + 16:\n"
-        "            if head:\n"
-        "                align = dst | head\n"
-        + _widest(lambda w: f"                    count = head // {w}\n"
-                  + _strided(w, 5, "", "stride - 1 - start"), widths, 4) +
-        "            count = (nbytes - head) >> 4\n"
-        "            d = dst + head\n"
-        "            s = src + head\n"
-        "            i = start\n"
-        "            while i + 3 * stride < count:\n"
-        "                _copy16x4(d + (i << 4), s + (i << 4), stride << 4)\n"
-        "                i += stride << 2\n"
-        "            while i < count:\n"
-        "                _copy16(d + (i << 4), s + (i << 4))\n"
-        "                i += stride\n"
-        "            done = head + (count << 4)\n"
-        "            if stride >= 32:\n"
-        "                first = stride - 17 - start\n"
-        "                if first < 0:\n"
-        "                    first += stride\n"
-        "    if done < nbytes:\n"
-        "        align = (dst + done) | (src + done) | (nbytes - done)\n"
-        + _widest(lambda w: f"            count = (nbytes - done) // {w}\n"
-                  + _strided(w, 3, first="first"), widths, 2))
-    # the small copy is a branch of its own: sharing the pieces loop with the
-    # large one (behind its head, vectors and tail) made it 2.5x slower per
-    # call (4 KiB over 528 blocks on an H200)
-    return ("    if nbytes <= 8 * stride:\n" + _indent(small, 1)
-            + "    else:\n" + _indent(large, 1))
+    loads, stores = _edges(widths)
+    vectors = (
+        "    count = (nbytes - head) >> 4\n"
+        "    d = dst + head\n"
+        "    s = src + head\n"
+        "    if start == stride - 1:\n"
+        "        tail_at = head + (count << 4)\n"
+        "        tail = nbytes - tail_at\n"
+        + _indent(loads + stores, 2) +
+        "    if count <= stride:\n"
+        "        if start < count:\n"
+        "            _copy16(d + (start << 4), s + (start << 4))\n"
+        "    else:\n"
+        "        i = start\n"
+        "        while i + 3 * stride < count:\n"
+        "            _copy16x4(d + (i << 4), s + (i << 4), stride << 4)\n"
+        "            i += stride << 2\n"
+        "        while i < count:\n"
+        "            _copy16(d + (i << 4), s + (i << 4))\n"
+        "            i += stride\n")
+
+    def bounded(w):
+        # nbytes <= 8 * stride: at most 8 // w pieces for this thread
+        lines, pad = [f"        count = nbytes // {w}\n        i = start\n"], "        "
+        for k in range(8 // w):
+            lines.append(f"{pad}if i < count:\n{pad}    _copy{w}(dst + i * {w}, src + i * {w})\n")
+            pad += "    "
+            if k < 8 // w - 1:
+                lines.append(f"{pad}i += stride\n")
+        return "".join(lines)
+
+    narrow = widths[1:]  # (8-byte aligned copies of at most 8 bytes a thread go first)
+    source = ("    align = dst | src | nbytes\n"
+              "    head = (16 - (dst & 15)) & 15\n"
+              "    if nbytes <= 8 * stride and (align & 7) == 0:\n"
+              "        if start < (nbytes >> 3):\n"
+              "            _copy8(dst + (start << 3), src + (start << 3))\n"
+              "    elif ((dst ^ src) & 15) == 0 and head <= nbytes:\n" + _indent(vectors, 1))
+    if narrow:
+        source += "    elif nbytes <= 8 * stride:\n" + _indent(_widest(bounded, narrow, 1), 1)
+    strided = _widest(lambda w: f"        count = nbytes // {w}\n" + _strided(w, 2, ""), widths, 1)
+    return source + "    else:\n" + _indent(strided, 1)
 
 
 def _element_width(itemsize):
@@ -138,6 +175,8 @@ _SCOPE = {
 
 _NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy8": _copy8,
               "_copy4": _copy4, "_copy2": _copy2, "_copy1": _copy1, "min": min,
+              "_load8": _load8, "_load4": _load4, "_load2": _load2, "_load1": _load1,
+              "_store8": _store8, "_store4": _store4, "_store2": _store2, "_store1": _store1,
               "_remote": _remote, "_addr": _addr, "_signal_release": _signal_release}
 
 

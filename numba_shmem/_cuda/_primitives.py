@@ -42,13 +42,17 @@ def _remote(typingctx, arr, pe, name):
     return types.int64(arr, pe, name), codegen
 
 
+#: 16-byte vectors as two 64-bit lanes: each lane is one access, so an element
+#: of up to 8 bytes inside a vector is never seen half written
+_VEC16 = ir.VectorType(_i64, 2)
+
+
 @intrinsic
 def _copy16(typingctx, dst, src):
     """Copy 16 bytes with one vector load and one vector store."""
     def codegen(context, builder, sig, args):
-        vec = ir.VectorType(ir.IntType(32), 4)
-        source = builder.inttoptr(args[1], vec.as_pointer())
-        dest = builder.inttoptr(args[0], vec.as_pointer())
+        source = builder.inttoptr(args[1], _VEC16.as_pointer())
+        dest = builder.inttoptr(args[0], _VEC16.as_pointer())
         builder.store(builder.load(source, align=16), dest, align=16)
         return context.get_dummy_value()
     return types.void(dst, src), codegen
@@ -59,35 +63,57 @@ def _copy16x4(typingctx, dst, src, step):
     """Copy four 16-byte vectors ``step`` bytes apart: all four loads are issued
     before the first store, so each thread keeps 64 bytes in flight."""
     def codegen(context, builder, sig, args):
-        vec = ir.VectorType(ir.IntType(32), 4)
         dst, src, step = args
         offsets = [builder.mul(step, ir.Constant(_i64, k)) for k in range(4)]
-        values = [builder.load(builder.inttoptr(builder.add(src, o), vec.as_pointer()), align=16)
-                  for o in offsets]
+        values = [builder.load(builder.inttoptr(builder.add(src, o), _VEC16.as_pointer()),
+                               align=16) for o in offsets]
         for value, o in zip(values, offsets):
-            builder.store(value, builder.inttoptr(builder.add(dst, o), vec.as_pointer()), align=16)
+            builder.store(value, builder.inttoptr(builder.add(dst, o), _VEC16.as_pointer()),
+                          align=16)
         return context.get_dummy_value()
     return types.void(dst, src, step), codegen
 
 
-def _scalar_copy(width):
+def _scalar_access(width):
+    """Intrinsics for ``width``-byte pieces at integer addresses: a copy, and
+    a load (zero-extended to int64) and a store (of an int64's low bytes) for
+    code that issues several loads before their stores."""
     llty = ir.IntType(width * 8)
+
+    def load(builder, address):
+        return builder.load(builder.inttoptr(address, llty.as_pointer()), align=width)
+
+    def store(builder, address, value):
+        builder.store(value, builder.inttoptr(address, llty.as_pointer()), align=width)
 
     @intrinsic
     def copy(typingctx, dst, src):
         def codegen(context, builder, sig, args):
-            source = builder.inttoptr(args[1], llty.as_pointer())
-            dest = builder.inttoptr(args[0], llty.as_pointer())
-            builder.store(builder.load(source, align=width), dest, align=width)
+            store(builder, args[0], load(builder, args[1]))
             return context.get_dummy_value()
         return types.void(dst, src), codegen
-    return copy
+
+    @intrinsic
+    def load_int(typingctx, address):
+        def codegen(context, builder, sig, args):
+            value = load(builder, args[0])
+            return value if width == 8 else builder.zext(value, _i64)
+        return types.int64(address), codegen
+
+    @intrinsic
+    def store_int(typingctx, address, value):
+        def codegen(context, builder, sig, args):
+            value = context.cast(builder, args[1], sig.args[1], types.int64)
+            store(builder, args[0], value if width == 8 else builder.trunc(value, llty))
+            return context.get_dummy_value()
+        return types.void(address, value), codegen
+    return copy, load_int, store_int
 
 
-_copy8 = _scalar_copy(8)
-_copy4 = _scalar_copy(4)
-_copy2 = _scalar_copy(2)
-_copy1 = _scalar_copy(1)
+_copy8, _load8, _store8 = _scalar_access(8)
+_copy4, _load4, _store4 = _scalar_access(4)
+_copy2, _load2, _store2 = _scalar_access(2)
+_copy1, _load1, _store1 = _scalar_access(1)
 
 
 @intrinsic

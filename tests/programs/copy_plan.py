@@ -28,8 +28,19 @@ def run(source, dst, src, nbytes, stride):
         def copy16x4(d, s, step):
             mine.extend((d + k * step, s + k * step, 16) for k in range(4))
 
-        scope = {"_copy16": copier(16), "_copy16x4": copy16x4, "_step": lambda i, n: i + n,
+        def loader(width):
+            return lambda s: (s, width)  # what the store then writes: from where, how wide
+
+        def storer(width):
+            def store(d, loaded):
+                assert loaded[1] == width, (d, loaded, width)
+                mine.append((d, loaded[0], width))
+            return store
+
+        scope = {"_copy16": copier(16), "_copy16x4": copy16x4,
                  **{f"_copy{w}": copier(w) for w in (8, 4, 2, 1)},
+                 **{f"_load{w}": loader(w) for w in (8, 4, 2, 1)},
+                 **{f"_store{w}": storer(w) for w in (8, 4, 2, 1)},
                  "dst": dst, "src": src, "nbytes": nbytes, "start": start, "stride": stride}
         exec(source, scope)  # noqa: S102
     return pieces
@@ -44,13 +55,20 @@ def check(dst, src, nbytes, stride, width, source):
         assert s - src == d - dst and dst <= d and d + w <= dst + nbytes, where
         written[d - dst:d - dst + w] += 1
     assert (written == 1).all(), (dst, src, nbytes, stride, width, np.flatnonzero(written != 1))
-    # one load per thread: at most 8 bytes per thread in 8-byte pieces, or
-    # vectors beside the head and the tail on threads of their own
-    busiest = max(len(mine) for mine in pieces.values())
-    small = nbytes <= 8 * stride and (dst | src | nbytes) % 8 == 0
-    spread = ((dst - src) % 16 == 0 and nbytes > 8 * stride and stride >= 64
-              and nbytes // 16 + 2 <= stride - 32)
-    assert busiest <= 1 or not (small or spread), (dst, src, nbytes, stride, width, busiest)
+    # where the plan promises one memory latency per thread: at most 8 bytes
+    # per thread, 8-byte aligned, in one 8-byte piece each; from addresses at
+    # the same offset from a 16-byte boundary, with no more vectors than
+    # threads, one vector per thread and the head and the tail on the last
+    head = (16 - dst % 16) % 16
+    vectors = [sum(w == 16 for _, _, w in mine) for mine in pieces.values()]
+    if nbytes <= 8 * stride and (dst | src | nbytes) % 8 == 0:
+        busiest = max(len(mine) for mine in pieces.values())
+        assert busiest <= 1, (dst, src, nbytes, stride, width, busiest)
+    elif (dst - src) % 16 == 0 and head <= nbytes and (nbytes - head) // 16 <= stride:
+        assert max(vectors) <= 1, (dst, src, nbytes, stride, width, vectors)
+        others = [len(mine) - v for k, (mine, v) in enumerate(zip(pieces.values(), vectors))
+                  if k != stride - 1]
+        assert not any(others), (dst, src, nbytes, stride, width, others)
 
 
 def main():
