@@ -143,8 +143,9 @@ def test_peer_addresses_come_from_constant_memory(ptx):
 def test_bulk_copies_use_16_byte_vectors(ptx):
     """Also where both ends start off a 16-byte boundary by the same amount (a
     slice at an odd float64): the head up to the boundary goes first, then
-    vectors; the test for it is an xor of the two addresses."""
-    assert "ld.v4.u32" in ptx["put_block"] and "st.v4.u32" in ptx["put_block"]
+    vectors; the test for it is an xor of the two addresses. A vector is two
+    64-bit lanes, so that an 8-byte element in it is one access."""
+    assert "ld.v2.u64" in ptx["put_block"] and "st.v2.u64" in ptx["put_block"]
     assert "bar.sync" in ptx["put_block"]
     assert re.search(r"xor\.b64\s+%rd\d+, %rd\d+, %rd\d+;", ptx["put_block"])
 
