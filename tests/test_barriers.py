@@ -6,7 +6,7 @@ import pytest
 
 from conftest import BACKEND, needs_gpu, python, shmem_run
 
-ROUNDS = 10000 if BACKEND == "cuda" else 100  # the simulator's barrier is a rendezvous round trip
+ROUNDS = 10000 if BACKEND == "cuda" else 40  # the simulator's barrier is a rendezvous round trip
 
 
 @pytest.mark.parametrize("npes", [2, 4])

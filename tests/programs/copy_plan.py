@@ -2,7 +2,8 @@
 on random cases (addresses, sizes, group sizes, element widths), and check what
 it writes: every byte of the destination exactly once, from the same offset of
 the source, in pieces no narrower than an element and aligned to their width;
-and where the plan promises it, no thread copies two pieces.
+and where the plan promises it, no thread copies two pieces (small copies) or
+two vectors, and only the last thread copies the head and the tail.
 
     copy_plan.py CASES SEED
 
