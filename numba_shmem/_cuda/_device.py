@@ -36,16 +36,6 @@ F = api.FUNCTIONS
 # numba compiles these implementations with compile_internal, where a call to
 # a plain Python helper cannot be typed; shared pieces are source text instead.
 
-def _strided(width, indent=1, at="done + ", first="start"):
-    """Copy ``count`` ``width``-byte pieces from ``src + at`` to ``dst + at``;
-    this thread takes pieces ``first, first + stride, ...``."""
-    pad = "    " * indent
-    return (f"{pad}i = {first}\n"
-            f"{pad}while i < count:\n"
-            f"{pad}    _copy{width}(dst + {at}i * {width}, src + {at}i * {width})\n"
-            f"{pad}    i += stride\n")
-
-
 def _widest(what, widths, indent):
     """Branches that run ``what(width)`` for the widest of ``widths`` that the
     bits of ``align`` allow."""
@@ -137,6 +127,10 @@ def _copy_source(smallest=1):
                 lines.append(f"{pad}i += stride\n")
         return "".join(lines)
 
+    def strided(w):
+        return (f"        count = nbytes // {w}\n        i = start\n        while i < count:\n"
+                f"            _copy{w}(dst + i * {w}, src + i * {w})\n            i += stride\n")
+
     narrow = widths[1:]  # (8-byte aligned copies of at most 8 bytes a thread go first)
     source = ("    align = dst | src | nbytes\n"
               "    head = (16 - (dst & 15)) & 15\n"
@@ -146,8 +140,7 @@ def _copy_source(smallest=1):
               "    elif ((dst ^ src) & 15) == 0 and head <= nbytes:\n" + _indent(vectors, 1))
     if narrow:
         source += "    elif nbytes <= 8 * stride:\n" + _indent(_widest(bounded, narrow, 1), 1)
-    strided = _widest(lambda w: f"        count = nbytes // {w}\n" + _strided(w, 2, ""), widths, 1)
-    return source + "    else:\n" + _indent(strided, 1)
+    return source + "    else:\n" + _indent(_widest(strided, widths, 1), 1)
 
 
 def _element_width(itemsize):

@@ -61,11 +61,11 @@ def check(dst, src, nbytes, stride, width, source):
     # the same offset from a 16-byte boundary, with no more vectors than
     # threads, one vector per thread and the head and the tail on the last
     head = (16 - dst % 16) % 16
-    vectors = [sum(w == 16 for _, _, w in mine) for mine in pieces.values()]
     if nbytes <= 8 * stride and (dst | src | nbytes) % 8 == 0:
         busiest = max(len(mine) for mine in pieces.values())
         assert busiest <= 1, (dst, src, nbytes, stride, width, busiest)
     elif (dst - src) % 16 == 0 and head <= nbytes and (nbytes - head) // 16 <= stride:
+        vectors = [sum(w == 16 for _, _, w in mine) for mine in pieces.values()]
         assert max(vectors) <= 1, (dst, src, nbytes, stride, width, vectors)
         others = [len(mine) - v for k, (mine, v) in enumerate(zip(pieces.values(), vectors))
                   if k != stride - 1]
