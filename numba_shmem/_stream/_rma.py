@@ -260,14 +260,18 @@ def signal_wait_until(sig, cmp, value, *, stream=0):
 def quiet(*, stream=0):
     """Host. Enqueue on ``stream`` a quiet: the puts, signals and atomics this
     PE issued before it (on the stream, and from kernels that ran before it)
-    are complete at their targets before the stream goes on. Returns at once."""
+    are complete at their targets before the stream goes on. Returns at once,
+    except in a job that spans nodes: there it first waits until this PE's
+    host calls toward other nodes are complete (they left after the stream's
+    earlier work)."""
     runtime, tier = tier_of("quiet")
     handle = stream_of(runtime, stream, "quiet")
-    if runtime.backend == "sim":
-        if runtime.proxy is not None:  # a direct put is complete when it returns
-            runtime.proxy.quiet("shmem.quiet")
-        return
-    tier.prepared(tier.kernels.quiet, "none").launch(1, 1, handle)
+    if runtime.proxy is not None:
+        # a direct put is complete when it returns; the host's requests toward
+        # other nodes are waited for here, the GPU's ring by the quiet kernel
+        runtime.proxy.quiet("shmem.quiet", device=runtime.backend == "sim")
+    if runtime.backend != "sim":
+        tier.prepared(tier.kernels.quiet, "none").launch(1, 1, handle)
 
 
 def barrier_on_stream(team, stream, name):

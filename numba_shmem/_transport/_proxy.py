@@ -172,10 +172,13 @@ class Proxy:
     def signal(self, pe, offset, op, value, what):
         self._post(pe, SIGNAL, offset, (op, value), 0, what, False)
 
-    def quiet(self, what="shmem.quiet"):
-        """Return once every request posted so far is complete at its target."""
+    def quiet(self, what="shmem.quiet", device=True):
+        """Return once every request posted so far is complete at its target;
+        with ``device=False`` only those the host posted and those the proxy
+        thread has taken from the GPU's ring (a quiet kernel waits for the
+        rest on its stream)."""
         deadline = self._deadline()
-        posted = self._device.posted() if self._device is not None else 0
+        posted = self._device.posted() if device and self._device is not None else 0
         with self._lock:
             last = self._seq
             while (self._pending and next(iter(self._pending)) <= last) or (
