@@ -105,8 +105,7 @@ def test_barriers_on_one_team_from_two_streams_at_once():
 def test_world_reductions_back_to_back_each_get_their_own_parts():
     """Reductions queued back to back, sizes and forms changing, one in place
     (through the team's scratch): no call may read another call's parts, nor a
-    source its PE has changed since. (A form that put every PE's parts into
-    slots on each PE, taken by turns, failed this with the turns broken.)"""
+    source its PE has changed since."""
     result = shmem_run(3, "stream_collectives.py", "back_to_back", timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(result.stdout.splitlines()) == [f"PE {pe}: back to back ok"

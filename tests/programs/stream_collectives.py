@@ -64,15 +64,14 @@ def back_to_back():
     runs ahead (a PE's parts must not land where another still reads)."""
     me, n = shmem.my_pe(), shmem.n_pes()
     width = n * max(SIZES)
-    start = (me + 1) * (np.arange(width, dtype=np.int64) + 1)
+    everyone = [(p + 1) * (np.arange(width, dtype=np.int64) + 1) for p in range(n)]
     source = shmem.array(width, np.int64)
-    source.copy_to_device(start)
+    source.copy_to_device(everyone[me])
     # (on the simulator every thread is a Python thread: fewer calls)
     calls = 4 * len(SIZES) * (10 if shmem._runtime.current().backend == "cuda" else 1)
     dests = [shmem.zeros(width, np.int64) for _ in range(calls)]
     stream = cuda.stream()
     expected, added = [], 0
-    everyone = [(p + 1) * (np.arange(width, dtype=np.int64) + 1) for p in range(n)]
     for r, dest in enumerate(dests):
         nelems = SIZES[r % len(SIZES)]
         kind = ("sum_reduce", "max_reduce", "sum_reducescatter", "in place")[r % 4]
