@@ -1,5 +1,7 @@
 """Team collectives at block scope, against numpy, on both backends."""
 
+import re
+
 import pytest
 
 from conftest import needs_gpu, python, shmem_run
@@ -19,6 +21,18 @@ def test_collectives_compile_and_bitwise_reductions_need_integers():
     assert result.returncode == 0, result.stderr
     assert "compiled" in result.stdout
     assert "shmem.and_reduce_block: and needs an integer dtype, got float64" in result.stdout
+
+
+def test_the_root_of_a_broadcast_loads_each_vector_once_for_every_member():
+    """Where each thread has one 16-byte vector of the source, it loads it once
+    and stores it to every member (LLVM unrolls the loop over members: one
+    loaded pair, several stores); before, each member's copy loaded it again."""
+    result = python("ptx_collectives.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    ptx = result.stdout.split("=== broadcast_block\n")[1]
+    loaded = re.findall(r"ld\.v2\.u64\s+(\{%rd\d+, %rd\d+\})", ptx)
+    stored = re.findall(r"st\.v2\.u64\s+\[%rd\d+\], (\{%rd\d+, %rd\d+\})", ptx)
+    assert any(stored.count(pair) > 1 for pair in loaded), (loaded, stored)
 
 
 def test_task_queue_sample():

@@ -6,6 +6,7 @@ the calling kernel with ``context.compile_internal``; the primitives they call
 (``_addr``, ``_remote``, ``_copy16``, ...) are intrinsics over ``_ptx``.
 """
 
+import textwrap
 from llvmlite import ir
 from numba import cuda
 from numba.cuda import types
@@ -20,6 +21,7 @@ from ._primitives import (
     _heap_base, _load_u64, _mark_cooperative, _next_epoch, _peer_of, _publish_epoch,
     _team_entry,
     _addr, _compare, _copy1, _copy2, _copy4, _copy8, _copy16, _copy16x4, _load_acquire,
+    _load16, _store16,
     _load1, _load2, _load4, _load8, _load_relaxed, _store1, _store2, _store4, _store8,
     _nanosleep, _now, _quiet, _fence, _remote, _signal_release, _signal_update,
     _store_relaxed, _trap,
@@ -170,6 +172,7 @@ _NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy8"
               "_copy4": _copy4, "_copy2": _copy2, "_copy1": _copy1, "min": min,
               "_load8": _load8, "_load4": _load4, "_load2": _load2, "_load1": _load1,
               "_store8": _store8, "_store4": _store4, "_store2": _store2, "_store1": _store1,
+              "_load16": _load16, "_store16": _store16,
               "_remote": _remote, "_addr": _addr, "_signal_release": _signal_release}
 
 
@@ -807,32 +810,55 @@ def _make_collective(name, debug):
     kind = name[:-len("_block")]
     head = (f"    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
             f"    start = {_BLOCK_RANK}\n    stride = {_BLOCK_SIZE}\n")
-    copy = _indent(_copy_source().strip("\n"), 1)  # inside the loop over members
     def far_put(shift, local_shift):
         """Source: toward member ``pe`` on another node, this thread's chunks."""
         return _indent(f"_proxy_check(pe, {name!r})\n" + _far_copy(
             True, "dest", "source", "nelems * source.itemsize", 1, shift, local_shift), 1)
 
-    if kind == "broadcast":
-        params = "team, dest, source, nelems, root"
-        direct = (f"        dst = _remote(dest, pe, {name!r})\n"
-                  "        src = _addr(source)\n"
-                  "        nbytes = nelems * source.itemsize\n" + copy)
-        body = ("    if me == root:\n"
-                "        for j in range(size):\n"
-                + _indent("    pe = _team_entry(team, 2 + j)\n    if _far(pe):\n"
-                          + _indent(far_put("", ""), 1) + "    else:\n" + direct, 2))
-    elif kind in ("fcollect", "alltoall"):
+    def spread(shift):
+        """Source: ``nbytes`` from ``src`` to ``dest`` (plus ``shift``) on
+        every member, those on other nodes first (their requests go out while
+        the direct copies run). Where each thread has at most one piece (8
+        bytes, or a 16-byte vector, every end aligned to it) it loads the piece
+        once and stores it to every member; else one copy per member, each
+        loading the source again."""
+        def each_direct(action):
+            return ("for j in range(size):\n"
+                    "    pe = _team_entry(team, 2 + j)\n"
+                    "    if not _far(pe):\n" + _indent(action, 2))
+        def once(width):
+            """Source: this thread's one piece, loaded once, stored to every member."""
+            return (f"    if start < (nbytes >> {width.bit_length() - 1}):\n"
+                    f"        at = start * {width}\n"
+                    f"        v{width} = _load{width}(src + at)\n"
+                    + _indent(each_direct(f"_store{width}(_remote(dest, pe, {name!r}){shift}"
+                                          f" + at, v{width})\n"), 2))
+        return ("for j in range(size):\n"
+                "    pe = _team_entry(team, 2 + j)\n"
+                "    if _far(pe):\n" + _indent(far_put(shift, ""), 1) +
+                f"align = (_addr(dest){shift}) | src | nbytes\n"
+                "if nbytes <= 8 * stride and (align & 7) == 0:\n" + once(8) +
+                "elif nbytes <= 16 * stride and (align & 15) == 0:\n" + once(16) +
+                "else:\n" + _indent(each_direct(
+                    f"dst = _remote(dest, pe, {name!r}){shift}\n"
+                    + textwrap.dedent(_copy_source())), 1))
+
+    if kind in ("broadcast", "fcollect"):
+        params = "team, dest, source, nelems" + (", root" if kind == "broadcast" else "")
+        shift = "" if kind == "broadcast" else " + me * nelems * dest.itemsize"
+        body = ("    src = _addr(source)\n    nbytes = nelems * source.itemsize\n"
+                + ("    if me == root:\n" + _indent(spread(shift), 2) if kind == "broadcast"
+                   else _indent(spread(shift), 1)))
+    elif kind == "alltoall":
         params = "team, dest, source, nelems"
-        block = "j" if kind == "alltoall" else "0"
         direct = (f"        dst = _remote(dest, pe, {name!r}) + me * nelems * dest.itemsize\n"
-                  f"        src = _addr(source) + {block} * nelems * source.itemsize\n"
-                  "        nbytes = nelems * source.itemsize\n" + copy)
+                  "        src = _addr(source) + j * nelems * source.itemsize\n"
+                  "        nbytes = nelems * source.itemsize\n" + _indent(_copy_source(), 1))
         body = ("    for j in range(size):\n"
                 "        pe = _team_entry(team, 2 + j)\n"
                 "        if _far(pe):\n"
                 + _indent(far_put(" + me * nelems * dest.itemsize",
-                                  f" + {block} * nelems * source.itemsize"), 2)
+                                  " + j * nelems * source.itemsize"), 2)
                 + "        else:\n" + _indent(direct, 1))
     else:
         op, what = kind.split("_")

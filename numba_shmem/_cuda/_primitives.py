@@ -58,6 +58,37 @@ def _copy16(typingctx, dst, src):
     return types.void(dst, src), codegen
 
 
+_PAIR = types.UniTuple(types.int64, 2)
+
+
+@intrinsic
+def _load16(typingctx, address):
+    """One 16-byte vector load; its two 64-bit lanes as a pair, for code that
+    stores the same vector to several places (``_store16``)."""
+    def codegen(context, builder, sig, args):
+        vector = builder.load(builder.inttoptr(args[0], _VEC16.as_pointer()), align=16)
+        pair = context.get_value_type(_PAIR)(ir.Undefined)
+        for lane in range(2):
+            pair = builder.insert_value(pair, builder.extract_element(vector, _i64(lane)), lane)
+        return pair
+    return _PAIR(address), codegen
+
+
+@intrinsic
+def _store16(typingctx, address, pair):
+    """One 16-byte vector store of a pair from ``_load16``."""
+    def codegen(context, builder, sig, args):
+        vector = ir.Constant(_VEC16, ir.Undefined)
+        for lane in range(2):
+            vector = builder.insert_element(vector, builder.extract_value(args[1], lane),
+                                            _i64(lane))
+        builder.store(vector, builder.inttoptr(args[0], _VEC16.as_pointer()), align=16)
+        return context.get_dummy_value()
+    if pair != _PAIR:
+        return None
+    return types.void(address, pair), codegen
+
+
 @intrinsic
 def _copy16x4(typingctx, dst, src, step):
     """Copy four 16-byte vectors ``step`` bytes apart: all four loads are issued

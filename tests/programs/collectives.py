@@ -19,23 +19,23 @@ REDUCE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maxim
           "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 
 
-def source_of(rank, size, dtype):
-    """What member ``rank`` contributes: size * N elements."""
-    values = (np.arange(size * N) * 3 + rank * 7 + 1) % 11 + 1
+def source_of(rank, size, dtype, n=N):
+    """What member ``rank`` contributes: size * n elements."""
+    values = (np.arange(size * n) * 3 + rank * 7 + 1) % 11 + 1
     return values.astype(dtype)
 
 
-def expected(name, rank, size, dtype):
-    sources = [source_of(r, size, dtype) for r in range(size)]
+def expected(name, rank, size, dtype, n=N):
+    sources = [source_of(r, size, dtype, n) for r in range(size)]
     if name == "broadcast_block":
-        return sources[1 % size][:N]
+        return sources[1 % size][:n]
     if name == "fcollect_block":
-        return np.concatenate([s[:N] for s in sources])
+        return np.concatenate([s[:n] for s in sources])
     if name == "alltoall_block":
-        return np.concatenate([s[rank * N:(rank + 1) * N] for s in sources])
+        return np.concatenate([s[rank * n:(rank + 1) * n] for s in sources])
     op, what = name[:-len("_block")].split("_")
     block = rank if what == "reducescatter" else 0
-    parts = [s[block * N:(block + 1) * N] for s in sources]
+    parts = [s[block * n:(block + 1) * n] for s in sources]
     with np.errstate(over="ignore"):
         result = parts[0]
         for part in parts[1:]:
@@ -64,23 +64,24 @@ def block_kernel(name):
     return _KERNELS[name]
 
 
-def run(team, name, dtype):
+def run(team, name, dtype, n=N):
     rank, size = shmem.team_my_pe(team), shmem.team_n_pes(team)
-    source = shmem.array(size * N, dtype)
-    dest = shmem.zeros(size * N, dtype)
-    source.copy_to_device(source_of(rank, size, dtype))
+    source = shmem.array(size * n, dtype)
+    dest = shmem.zeros(size * n, dtype)
+    source.copy_to_device(source_of(rank, size, dtype, n))
     shmem.barrier_all()
     if HOST:
         stream = cuda.stream()
         root = (1 % size,) if name == "broadcast_block" else ()
-        getattr(shmem, name[:-len("_block")])(team, dest, source, N, *root, stream=stream)
+        getattr(shmem, name[:-len("_block")])(team, dest, source, n, *root, stream=stream)
         stream.synchronize()
     else:
-        block_kernel(name)[1, 64](team, dest, source, N, 1 % size)
+        block_kernel(name)[1, 64](team, dest, source, n, 1 % size)
         cuda.synchronize()
-    want = expected(name, rank, size, dtype)
-    got = dest.copy_to_host()[:want.size]
-    assert np.array_equal(got, want), (name, dtype, rank, got, want)
+    want = expected(name, rank, size, dtype, n)
+    got = dest.copy_to_host()
+    assert np.array_equal(got[:want.size], want), (name, dtype, n, rank, got, want)
+    assert not got[want.size:].any(), (name, dtype, n, rank, "wrote past its part")
     shmem.barrier_all()
     shmem.free(dest)
     shmem.free(source)
@@ -179,6 +180,13 @@ def main():
                 shmem.barrier_all()
                 shmem.free(b)
                 shmem.free(a)
+    if not HOST:
+        # the other forms of the block collectives that send one source to
+        # every member, with 64 threads: a 16-byte vector per thread, vectors
+        # looped over, pieces narrower than 8 bytes
+        for name in ("broadcast_block", "fcollect_block"):
+            for dtype, n in ((np.int64, 100), (np.int64, 300), (np.int32, 37)):
+                run(shmem.TEAM_WORLD, name, dtype, n)
     shmem.finalize()
     sys.stdout.write(f"PE {me}: collectives ok\n")
 

@@ -1,5 +1,5 @@
 """Compile every collective for sm_90 (no GPU needed); print a bitwise
-reduction's typing error on floats."""
+reduction's typing error on floats, then broadcast_block's PTX."""
 
 import sys
 
@@ -21,6 +21,10 @@ def every(team, dest, source, n):
     shmem.xor_reduce_block(team, dest, source, n)
 
 
+def broadcast(team, dest, source, n):
+    shmem.broadcast_block(team, dest, source, n, 0)
+
+
 def float_and(team, dest, source, n):
     shmem.and_reduce_block(team, dest, source, n)
 
@@ -32,3 +36,6 @@ try:
                      cc=(9, 0))
 except Exception as exc:  # the typing error is the output
     sys.stdout.write(" ".join(str(exc).split()) + "\n")
+ptx, _ = cuda.compile_ptx(broadcast, (types.int64, types.float64[::1], types.float64[::1],
+                                      types.int64), cc=(9, 0))
+sys.stdout.write("=== broadcast_block\n" + ptx)
