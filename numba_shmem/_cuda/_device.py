@@ -20,7 +20,8 @@ from ._addressing import debug_enabled, peer_address
 from ._primitives import (
     _heap_base, _load_u64, _mark_cooperative, _next_epoch, _peer_of, _publish_epoch,
     _team_entry,
-    _addr, _compare, _copy1, _copy2, _copy4, _copy8, _copy16, _copy16x4, _load_acquire,
+    _addr, _compare, _copy1, _copy2, _copy4, _copy8, _copy16, _copy16x2, _copy16x3,
+    _copy16x4, _load_acquire,
     _load16, _store16,
     _load1, _load2, _load4, _load8, _load_relaxed, _store1, _store2, _store4, _store8,
     _nanosleep, _now, _quiet, _fence, _remote, _signal_release, _signal_update,
@@ -87,7 +88,8 @@ def _copy_source(smallest=1):
     - Both addresses at the same offset from a 16-byte boundary: the bytes
       between the first and the last boundary in 16-byte vectors, one per
       thread when there are no more vectors than threads (else four in flight
-      per thread). The bytes before them (the head) and after them (the tail)
+      per thread, and the last one to three of a thread's loaded together).
+      The bytes before them (the head) and after them (the tail)
       go from the group's last thread, both loads before both stores.
     - Otherwise pieces of the widest width the addresses and length allow: a
       bounded number per thread (no loop) for at most 8 bytes per thread, else
@@ -115,9 +117,12 @@ def _copy_source(smallest=1):
         "        while i + 3 * stride < count:\n"
         "            _copy16x4(d + (i << 4), s + (i << 4), stride << 4)\n"
         "            i += stride << 2\n"
-        "        while i < count:\n"
-        "            _copy16(d + (i << 4), s + (i << 4))\n"
-        "            i += stride\n")
+        "        if i + 2 * stride < count:\n"
+        "            _copy16x3(d + (i << 4), s + (i << 4), stride << 4)\n"
+        "        elif i + stride < count:\n"
+        "            _copy16x2(d + (i << 4), s + (i << 4), stride << 4)\n"
+        "        elif i < count:\n"
+        "            _copy16(d + (i << 4), s + (i << 4))\n")
 
     def bounded(w):
         # nbytes <= 8 * stride: at most 8 // w pieces for this thread
@@ -168,7 +173,8 @@ _SCOPE = {
     "_block": ("", _BLOCK_RANK, _BLOCK_SIZE, "    cuda.syncthreads()\n", f"{_BLOCK_RANK} == 0"),
 }
 
-_NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x4": _copy16x4, "_copy8": _copy8,
+_NAMESPACE = {"cuda": cuda, "_copy16": _copy16, "_copy16x2": _copy16x2, "_copy16x3": _copy16x3,
+              "_copy16x4": _copy16x4, "_copy8": _copy8,
               "_copy4": _copy4, "_copy2": _copy2, "_copy1": _copy1, "min": min,
               "_load8": _load8, "_load4": _load4, "_load2": _load2, "_load1": _load1,
               "_store8": _store8, "_store4": _store4, "_store2": _store2, "_store1": _store1,

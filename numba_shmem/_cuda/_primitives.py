@@ -89,20 +89,27 @@ def _store16(typingctx, address, pair):
     return types.void(address, pair), codegen
 
 
-@intrinsic
-def _copy16x4(typingctx, dst, src, step):
-    """Copy four 16-byte vectors ``step`` bytes apart: all four loads are issued
-    before the first store, so each thread keeps 64 bytes in flight."""
-    def codegen(context, builder, sig, args):
-        dst, src, step = args
-        offsets = [builder.mul(step, ir.Constant(_i64, k)) for k in range(4)]
-        values = [builder.load(builder.inttoptr(builder.add(src, o), _VEC16.as_pointer()),
-                               align=16) for o in offsets]
-        for value, o in zip(values, offsets):
-            builder.store(value, builder.inttoptr(builder.add(dst, o), _VEC16.as_pointer()),
-                          align=16)
-        return context.get_dummy_value()
-    return types.void(dst, src, step), codegen
+def _vectors(count):
+    """An intrinsic that copies ``count`` 16-byte vectors ``step`` bytes apart:
+    every load is issued before the first store, so a thread keeps
+    ``16 * count`` bytes in flight (a loop of single copies keeps 16: a store
+    to a generic address may alias the next load, so that load waits)."""
+    @intrinsic
+    def copy(typingctx, dst, src, step):
+        def codegen(context, builder, sig, args):
+            dst, src, step = args
+            offsets = [builder.mul(step, ir.Constant(_i64, k)) for k in range(count)]
+            values = [builder.load(builder.inttoptr(builder.add(src, o), _VEC16.as_pointer()),
+                                   align=16) for o in offsets]
+            for value, o in zip(values, offsets):
+                builder.store(value, builder.inttoptr(builder.add(dst, o),
+                                                      _VEC16.as_pointer()), align=16)
+            return context.get_dummy_value()
+        return types.void(dst, src, step), codegen
+    return copy
+
+
+_copy16x2, _copy16x3, _copy16x4 = _vectors(2), _vectors(3), _vectors(4)
 
 
 def _scalar_access(width):
