@@ -7,6 +7,7 @@ the calling kernel with ``context.compile_internal``; the primitives they call
 """
 
 import textwrap
+
 from llvmlite import ir
 from numba import cuda
 from numba.cuda import types
@@ -78,9 +79,10 @@ def _edges(widths):
 
 def _copy_source(smallest=1, alone=False):
     """Source: copy ``nbytes`` from ``src`` to ``dst``; this thread is ``start``
-    of ``stride`` (``alone``: the only one, thread scope). No piece is narrower than ``smallest`` (the element's width,
-    up to 8), and each is one access: an element is never split, so a peer
-    polling it never sees it half written.
+    of ``stride`` (``alone``: the only one, thread scope). No piece is
+    narrower than ``smallest`` (the element's width, up to 8), and each is one
+    access: an element is never split, so a peer polling it never sees it
+    half written.
 
     - At most 8 bytes per thread, all 8-byte aligned: one 8-byte piece per
       thread, the fewest instructions per call (on an H200 this beat 16-byte
@@ -88,11 +90,11 @@ def _copy_source(smallest=1, alone=False):
     - Both addresses at the same offset from a 16-byte boundary: the bytes
       between the first and the last boundary in 16-byte vectors, one per
       thread when there are no more vectors than threads (else four in flight
-      per thread; a lone thread loads its last one to three together, which
-      made a thread-scope put of 4 MiB 13-20% faster on an H200, and a block's
-      0.5-2.5% slower, so the groups keep the single loop there).
-      The bytes before them (the head) and after them (the tail)
-      go from the group's last thread, both loads before both stores.
+      per thread; a lone thread loads its last one to three together: on an
+      H200 that made a thread-scope put of 4 MiB 13-20% faster and a block's
+      0.5-2.5% slower, so blocks and warps keep the single loop). The bytes
+      before them (the head) and after them (the tail) go from the group's
+      last thread, both loads before both stores.
     - Otherwise pieces of the widest width the addresses and length allow: a
       bounded number per thread (no loop) for at most 8 bytes per thread, else
       a strided loop.
