@@ -26,8 +26,9 @@ def run(source, dst, src, nbytes, stride):
         def copier(width):
             return lambda d, s: mine.append((d, s, width))
 
-        def copy16x4(d, s, step):
-            mine.extend((d + k * step, s + k * step, 16) for k in range(4))
+        def vectors(count):
+            return lambda d, s, step: mine.extend(
+                (d + k * step, s + k * step, 16) for k in range(count))
 
         def loader(width):
             return lambda s: (s, width)  # what the store then writes: from where, how wide
@@ -38,7 +39,7 @@ def run(source, dst, src, nbytes, stride):
                 mine.append((d, loaded[0], width))
             return store
 
-        scope = {"_copy16": copier(16), "_copy16x4": copy16x4,
+        scope = {"_copy16": copier(16), **{f"_copy16x{n}": vectors(n) for n in (2, 3, 4)},
                  **{f"_copy{w}": copier(w) for w in (8, 4, 2, 1)},
                  **{f"_load{w}": loader(w) for w in (8, 4, 2, 1)},
                  **{f"_store{w}": storer(w) for w in (8, 4, 2, 1)},
@@ -75,10 +76,12 @@ def check(dst, src, nbytes, stride, width, source):
 def main():
     cases, seed = int(sys.argv[1]), int(sys.argv[2])
     rng = np.random.default_rng(seed)
-    # the source is a function body: dedent it and compile it once per width
-    sources = {w: compile("".join(line[4:] + "\n"
-                                  for line in _device._copy_source(w).splitlines()),
-                          f"copy_source({w})", "exec") for w in (1, 2, 4, 8)}
+    # the source is a function body: dedent it and compile it once per width,
+    # for a group and for a lone thread (thread scope: stride 1)
+    sources = {(w, alone): compile("".join(line[4:] + "\n" for line in
+                                           _device._copy_source(w, alone).splitlines()),
+                                   f"copy_source({w}, {alone})", "exec")
+               for w in (1, 2, 4, 8) for alone in (False, True)}
     for _ in range(cases):
         width = int(rng.choice([1, 2, 4, 8]))
         base = 1 << 21
@@ -87,7 +90,8 @@ def main():
         src = base * 2 + (dst % 16 if rng.random() < 0.5 else width * int(rng.integers(0, 16)))
         nbytes = width * int(rng.choice([rng.integers(0, 48), rng.integers(0, 2000)]))
         stride = int(rng.choice([1, 3, 17, 32, 33, 64, 256]))
-        check(dst, src, nbytes, stride, width, sources[width])
+        check(dst, src, nbytes, stride, width, sources[width, False])
+        check(dst, src, nbytes, 1, width, sources[width, True])
     sys.stdout.write(f"ok {cases} cases\n")
 
 
