@@ -16,20 +16,24 @@ def test_every_collective_on_the_world_and_on_a_subteam(npes, mode):
     assert sorted(result.stdout.splitlines()) == [f"PE {pe}: collectives ok" for pe in range(npes)]
 
 
-def test_collectives_compile_and_bitwise_reductions_need_integers():
+@pytest.fixture(scope="module")
+def collectives_ptx():
+    """ptx_collectives.py's output, compiled once for the tests that read it."""
     result = python("ptx_collectives.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
     assert result.returncode == 0, result.stderr
-    assert "compiled" in result.stdout
-    assert "shmem.and_reduce_block: and needs an integer dtype, got float64" in result.stdout
+    return result.stdout
 
 
-def test_the_root_of_a_broadcast_loads_each_vector_once_for_every_member():
+def test_collectives_compile_and_bitwise_reductions_need_integers(collectives_ptx):
+    assert "compiled" in collectives_ptx
+    assert "shmem.and_reduce_block: and needs an integer dtype, got float64" in collectives_ptx
+
+
+def test_the_root_of_a_broadcast_loads_each_vector_once_for_every_member(collectives_ptx):
     """Where each thread has one 16-byte vector of the source, it loads it once
     and stores it to every member (LLVM unrolls the loop over members: one
     loaded pair, several stores); before, each member's copy loaded it again."""
-    result = python("ptx_collectives.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
-    assert result.returncode == 0, result.stderr
-    ptx = result.stdout.split("=== broadcast_block\n")[1]
+    ptx = collectives_ptx.split("=== broadcast_block\n")[1]
     loaded = re.findall(r"ld\.v2\.u64\s+(\{%rd\d+, %rd\d+\})", ptx)
     stored = re.findall(r"st\.v2\.u64\s+\[%rd\d+\], (\{%rd\d+, %rd\d+\})", ptx)
     assert any(stored.count(pair) > 1 for pair in loaded), (loaded, stored)

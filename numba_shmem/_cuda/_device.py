@@ -229,13 +229,14 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
     far = (f"_proxy_check(pe, {name!r})\n"
            + _far_copy(put, "dest" if put else "source", "source" if put else "dest", nbytes,
                        smallest))
+    copy = _copy_source(smallest, alone=scope == "")
     if _proxied.compiled_in():
         source = (f"def impl({params}):\n{check}{setup}    start = {start}\n"
                   f"    stride = {stride}\n    if _far(pe):\n{_indent(far, 2)}    else:\n"
-                  f"{_indent(ends + _copy_source(smallest, scope == ''), 1)}{sync}")
+                  f"{_indent(ends + copy, 1)}{sync}")
     else:  # (the addresses first: the copy is scheduled as it was before there was a proxy)
         source = (f"def impl({params}):\n{check}{setup}{ends}    start = {start}\n"
-                  f"    stride = {stride}\n{_copy_source(smallest, scope == '')}{sync}")
+                  f"    stride = {stride}\n{copy}{sync}")
     if signal:
         # the block's or warp's data is written (synchronized above), or
         # posted: the signalling thread's release orders it before the signal
