@@ -11,7 +11,11 @@ part (a one-block kernel would leave most of the GPU idle); one-thread kernels
 around it synchronize the team: ``sync(team)`` before a reduction reads the
 members' sources, ``barrier(team)`` after every collective. A collective that
 fits in one block (at most ``_CHUNK_BYTES`` per member) is one launch of the
-block form instead, its team synchronization inside. On the GPU every launch
+block form instead, its team synchronization inside. A reduction of at most
+``LINE_BYTES`` per member of 4- or 8-byte numbers, in a job on one node, is one
+launch that sends the data in lines (``_kernels.line_reduce_kernel``): the data
+carries its own arrival, so only one team synchronization is left, at the end,
+and in place needs no scratch. On the GPU every launch
 is prepared (``_cuda/_enqueue.py``): a call costs microseconds of host time and
 can be captured into a CUDA graph; an in-place reduction reduces into a
 scratch buffer kept per team, made by its first call of a size (not during a
@@ -33,6 +37,9 @@ _SIM_THREADS = 32
 #: bytes of each member's part one block moves; the grid has at most _MAX_BLOCKS
 _CHUNK_BYTES = 64 << 10
 _MAX_BLOCKS = 1024
+#: the block of a reduction in lines: one thread to an element at the largest
+#: part of 4-byte numbers would be 1024; half of that leaves each thread two
+_LINE_THREADS = 512
 
 
 def _grid(nelems, itemsize):
@@ -46,18 +53,21 @@ def _grid(nelems, itemsize):
     return max(1, blocks), per_block
 
 
-def _checked(tier, name, dest, source, nelems, root, members):
+def _checked(tier, plan, dest, source, nelems, root, members):
     """The Targets of dest and source, once every argument is right for
-    ``name``, and whether they are the same array (a reduction in place)."""
+    ``plan``'s collective, and whether they are the same array (a reduction in
+    place)."""
+    name = plan.name
+
     def fail(message):
         raise ShmemUsageError(f"shmem.{name}: {message}")
 
-    if isinstance(nelems, bool) or not isinstance(nelems, (int, np.integer)) or nelems < 0:
+    if type(nelems) is not int and (isinstance(nelems, bool) or not isinstance(
+            nelems, (int, np.integer))) or nelems < 0:
         fail(f"nelems must be an int >= 0, got {nelems!r}")
-    op, what = (name.split("_") + [""])[:2]
-    dest_t = tier.targets.symmetric(f"{name} (dest)", "dest", dest)
-    if what in ("reduce", "reducescatter"):  # members read each other's source
-        source_t = tier.targets.symmetric(f"{name} (source)", "source", source)
+    dest_t = tier.targets.symmetric(plan.dest_name, "dest", dest)
+    if plan.reduce_op is not None:  # members read each other's source
+        source_t = tier.targets.symmetric(plan.source_name, "source", source)
     else:
         source_t = tier.targets.local(name, "source", source)
         if source_t.host and tier.runtime.backend == "cuda":  # kernels read it
@@ -66,22 +76,19 @@ def _checked(tier, name, dest, source, nelems, root, members):
     if dest_t.dtype != source_t.dtype:
         fail(f"dest and source must have the same dtype, got {dest_t.dtype} and "
              f"{source_t.dtype}")
-    if op in api.INT_ONLY_OPS and source_t.dtype.kind == "f":
-        fail(f"{op} needs an integer dtype, got {source_t.dtype}")
+    if plan.reduce_op in api.INT_ONLY_OPS and source_t.dtype.kind == "f":
+        fail(f"{plan.reduce_op} needs an integer dtype, got {source_t.dtype}")
     if name == "broadcast" and not (root and 0 <= root[0] < len(members)):
         fail(f"root must be a PE of the team (0 to {len(members) - 1}), got "
              f"{root[0] if root else None!r}")
     start_d, start_s = dest_t.address, source_t.address
-    end_d, end_s = start_d + dest_t.nbytes, start_s + source_t.nbytes
-    if start_d < end_s and start_s < end_d and not (start_d == start_s and name not in (
-            "fcollect", "alltoall")):
+    if start_d < start_s + source_t.nbytes and start_s < start_d + dest_t.nbytes and not (
+            start_d == start_s and not plan.gathers):
         fail("dest and source overlap; pass separate arrays" + (
             "" if name in ("fcollect", "alltoall") else " or the same array (in place)"))
     many = len(members) * nelems
-    for arg, target, needed in (
-            ("dest", dest_t, many if name in ("fcollect", "alltoall") else nelems),
-            ("source", source_t, many if name == "alltoall" or what == "reducescatter"
-             else nelems)):
+    for arg, target, needed in (("dest", dest_t, many if plan.gathers else nelems),
+                                ("source", source_t, many if plan.scatters else nelems)):
         if target.size < needed:
             fail(f"{arg} holds {target.size} elements but needs {needed} for nelems={nelems} "
                  f"on {len(members)} PEs; pass a larger {arg} or a smaller nelems")
@@ -115,15 +122,27 @@ class _Plan:
     def __init__(self, block_name):
         self.block_name = block_name
         self.name = block_name[:-len("_block")]
+        self.qualified = f"shmem.{self.name}"
+        self.dest_name, self.source_name = f"{self.name} (dest)", f"{self.name} (source)"
         kind = self.name.split("_")
         self.reduce_op = kind[0] if kind[-1] in ("reduce", "reducescatter") else None
         self.scatter = int(kind[-1] == "reducescatter")
+        # dest holds every member's part; source holds a part for every member
+        self.gathers = self.name in ("fcollect", "alltoall")
+        self.scatters = self.name == "alltoall" or bool(self.scatter)
 
 
 def _run_gpu(tier, plan, team, dest, source, nelems, root, in_place, stream):
     """Enqueue the collective on the GPU through prepared launches."""
     kernels = tier.kernels
     dtype = source.dtype
+    slots = None if plan.reduce_op is None else tier.line_slots(team, dtype, nelems)
+    if slots is not None:
+        tier.prepared(kernels.line_reduce_kernel(plan.reduce_op, dtype.itemsize // 4), "lines",
+                      dtype).launch(1, _LINE_THREADS, stream, team, *tier.team_row(team), *slots,
+                                    dest.address, dest.size, source.address, source.size,
+                                    nelems, plan.scatter)
+        return
     blocks, per_block = _grid(nelems, dtype.itemsize)
     # members on other nodes: a reduction goes in the block form, whose gets
     # reach them through the proxy (the grid form reads peers' memory)
@@ -166,6 +185,12 @@ def _run_sim(tier, plan, team, dest, source, nelems, root, in_place):
 
     kernels = tier.kernels
     dest, source = dest.reshape(dest.size), source.reshape(source.size)
+    slots = None if plan.reduce_op is None else tier.line_slots(team, source.dtype, nelems)
+    if slots is not None:
+        row = cuda.to_device(tier.runtime.teams.row(team))
+        kernels.line_reduce_kernel(plan.reduce_op, source.dtype.itemsize // 4)[
+            1, _SIM_THREADS, 0](team, row, slots, dest, source, nelems, plan.scatter)
+        return
     if tier.runtime.proxy is not None:
         # members on other nodes: the block form, whose puts and gets reach them
         # through the proxy; in place, into a private array first (the block
@@ -200,8 +225,8 @@ def _make(block_name):
     def collective(team, dest, source, nelems, *root, stream=0):
         runtime, tier = tier_of(name)
         handle = stream_of(runtime, stream, name)
-        members = runtime.teams.get(team, f"shmem.{name}")
-        dest_t, source_t, in_place = _checked(tier, name, dest, source, nelems, root, members)
+        members = runtime.teams.get(team, plan.qualified)
+        dest_t, source_t, in_place = _checked(tier, plan, dest, source, nelems, root, members)
         if runtime.config.debug:
             _agree(runtime, team, members, name, source_t.dtype, nelems, root)
         if runtime.backend == "sim":

@@ -157,7 +157,8 @@ def main():
     me, n = shmem.my_pe(), shmem.n_pes()
     if sys.argv[1:] == ["host_errors"]:
         host_errors()
-        in_place(500)
+        in_place(500)  # in lines
+        in_place(600)  # too large for lines: through scratch
         shmem.finalize()
         sys.stdout.write(f"PE {me}: collectives ok\n")
         return
@@ -180,7 +181,15 @@ def main():
                 shmem.barrier_all()
                 shmem.free(b)
                 shmem.free(a)
-    if not HOST:
+    if HOST:
+        # reductions in lines of 4-byte numbers, and parts too large for lines (a grid)
+        for name, dtype, n in (("sum_reduce_block", np.int32, N),
+                               ("xor_reducescatter_block", np.uint32, N),
+                               ("min_reduce_block", np.float32, N),
+                               ("sum_reduce_block", np.int64, 600),
+                               ("max_reducescatter_block", np.float64, 600)):
+            run(shmem.TEAM_WORLD, name, dtype, n)
+    else:
         # the other forms of the block collectives that send one source to
         # every member, with 64 threads: a 16-byte vector per thread, vectors
         # looped over, pieces narrower than 8 bytes

@@ -54,7 +54,8 @@ def bump(source, by):
         source[i] += by
 
 
-SIZES = (5, 40, 5, 1, 40, 24)
+#: parts that go in lines, and one too large for them (a grid; in place, scratch)
+SIZES = (5, 40, 5, 1, 40, 24, 600)
 
 
 def back_to_back():
@@ -83,7 +84,7 @@ def back_to_back():
         skip = me * nelems if kind == "sum_reducescatter" else 0
         parts = np.array([part[skip:skip + nelems] + added for part in everyone])
         expected.append(parts.max(axis=0) if kind == "max_reduce" else parts.sum(axis=0))
-        bump[1, 256, stream](source, r + 1)
+        bump[-(-width // 256), 256, stream](source, r + 1)
         added += r + 1
     stream.synchronize()
     wrong = [r for r, dest in enumerate(dests)
