@@ -2,8 +2,7 @@
 
 Prints one JSON line from PE 0: the host's time per call of every stream-tier
 function at 4 KiB, beside numba's launch of an empty kernel and a bare
-cuLaunchKernel of it (through cuda.bindings, and through ctypes as the library
-calls it); the GPU's time per call of the barriers, put_signal and
+cuLaunchKernel of it; the GPU's time per call of the barriers, put_signal and
 the host collectives at 4 KiB, beside the empty kernel's.
 """
 
@@ -19,7 +18,7 @@ from numba.cuda import types
 import numba_shmem as shmem
 from _timing import gpu_time
 from numba_shmem._cuda._driver import cu
-from numba_shmem._cuda._enqueue import Prepared, _fast
+from numba_shmem._cuda._enqueue import Prepared
 
 CALLS = 200  # per round, between synchronizations
 ROUNDS = 5
@@ -69,15 +68,12 @@ def main():
     ready = shmem.zeros(1, np.uint64)
     ready.copy_to_device(np.ones(1, np.uint64))  # waits on it are already satisfied
     prepared = Prepared(empty, (types.int64,))
-    launch_kernel = _fast("cuLaunchKernel")
     world = shmem.TEAM_WORLD
 
     calls = {
         "numba launch, empty kernel": lambda: empty[1, 1, stream](0),
-        "cuLaunchKernel, cuda.bindings": lambda: cu.cuLaunchKernel(
+        "cuLaunchKernel, empty kernel": lambda: cu.cuLaunchKernel(
             prepared._function, 1, 1, 1, 1, 1, 1, 0, handle, prepared._params, 0),
-        "cuLaunchKernel, ctypes": lambda: launch_kernel(
-            prepared._function, 1, 1, 1, 1, 1, 1, 0, handle, prepared._params, None),
         "put (device source)": lambda: shmem.put(small, small_local, peer, stream=stream),
         "get (device dest)": lambda: shmem.get(small_local, small, peer, stream=stream),
         "put_signal SET": lambda: shmem.put_signal(small, small_local, sig, 1, shmem.SIGNAL_SET,

@@ -8,12 +8,6 @@ argument types when it is made; a launch stores the call's values into its
 parameter buffer and calls ``cuLaunchKernel`` (which copies the parameters
 before it returns). Nothing here allocates or talks to another PE, and only
 ``synchronize`` waits, so every other call can be captured into a CUDA graph.
-
-The calls made on every enqueue (the launch, the copies, the stream memory
-operations) go to the driver's functions through ctypes, their addresses asked
-of the driver once (``cuGetProcAddress``, the same functions cuda.bindings
-calls): cuda.bindings wraps every argument and every result in Python objects,
-which costs microseconds a call.
 """
 
 import contextlib
@@ -38,46 +32,6 @@ def _check(result, name):
     if error != _SUCCESS:
         raise ShmemDriverError(name, getattr(error, "name", str(error)))
     return result
-
-
-def _driver_function(name, *argtypes):
-    """The driver's ``name`` as a ctypes function returning the CUresult as an int."""
-    (_, address, _status) = _check(cu.cuGetProcAddress(
-        name.encode(), _ABI, cu.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT),
-        "cuGetProcAddress")
-    if not address:
-        raise ShmemDriverError("cuGetProcAddress", "CUDA_ERROR_NOT_FOUND",
-                               f"the driver has no {name} for CUDA {_ABI // 1000}")
-    return ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(int(address))
-
-
-#: the CUDA version whose signatures the ctypes prototypes below follow
-_ABI = 12000
-_P, _U, _U64 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint64
-_FAST = {}
-
-
-def _fast(name):
-    """The ctypes form of ``name`` (one of the calls below), made on first use."""
-    found = _FAST.get(name)
-    if found is None:
-        argtypes = {"cuLaunchKernel": (_P, _U, _U, _U, _U, _U, _U, _U, _P, _P, _P),
-                    "cuMemcpyDtoDAsync": (_U64, _U64, ctypes.c_size_t, _P),
-                    "cuMemcpyHtoDAsync": (_U64, _P, ctypes.c_size_t, _P),
-                    "cuMemcpyDtoHAsync": (_P, _U64, ctypes.c_size_t, _P),
-                    "cuStreamWriteValue64": (_P, _U64, _U64, _U),
-                    "cuStreamWaitValue64": (_P, _U64, _U64, _U)}[name]
-        found = _FAST[name] = _driver_function(name, *argtypes)
-    return found
-
-
-def _failed(code, name):
-    """Raise the ShmemDriverError of the CUresult ``code`` that ``name`` returned."""
-    try:
-        result = cu.CUresult(code).name
-    except ValueError:
-        result = f"CUresult {code}"
-    raise ShmemDriverError(name, result)
 
 
 #: struct codes of the integer arguments, each in an 8-byte slot
@@ -142,43 +96,41 @@ class Prepared:
             "    with lock:\n"
             f"        pack(buffer, 0, {', '.join(fields)})\n"
             "        result = launch_kernel(function, grid, 1, 1, block, 1, 1, 0, stream, "
-            "params, None)\n"
-            "    if result:\n"
-            "        failed(result, 'cuLaunchKernel')\n")
+            "params, 0)\n"
+            "    if result[0] != SUCCESS:\n"
+            "        check(result, 'cuLaunchKernel')\n")
         scope = {"lock": threading.Lock(), "pack": layout.pack_into, "buffer": self._buffer,
-                 "launch_kernel": _fast("cuLaunchKernel"), "function": self._function,
-                 "params": self._params, "failed": _failed}
+                 "launch_kernel": cu.cuLaunchKernel, "function": self._function,
+                 "params": self._params, "SUCCESS": _SUCCESS, "check": _check}
         exec(source, scope)  # noqa: S102  (generated from the argument types)
         self.launch = scope["launch"]
-
-
-_COPIES = {None: "cuMemcpyDtoDAsync", "from": "cuMemcpyHtoDAsync", "to": "cuMemcpyDtoHAsync"}
 
 
 def copy(dest, source, nbytes, stream, host=None):
     """Copy ``nbytes`` between device addresses on ``stream``; ``host`` is
     "from" or "to" when ``source`` or ``dest`` is a host address."""
-    name = _COPIES[host]
-    result = _fast(name)(dest, source, nbytes, stream)
-    if result:
-        _failed(result, name)
+    if host is None:
+        _check(cu.cuMemcpyDtoDAsync(dest, source, nbytes, stream), "cuMemcpyDtoDAsync")
+    elif host == "from":
+        _check(cu.cuMemcpyHtoDAsync(dest, source, nbytes, stream), "cuMemcpyHtoDAsync")
+    else:
+        _check(cu.cuMemcpyDtoHAsync(dest, source, nbytes, stream), "cuMemcpyDtoHAsync")
 
 
 def write_value(address, value, stream):
     """Store the uint64 ``value`` at ``address`` once the stream's earlier work is
     done, after a memory barrier (its writes are visible first)."""
-    result = _fast("cuStreamWriteValue64")(stream, address, value, 0)
-    if result:
-        _failed(result, "cuStreamWriteValue64")
+    _check(cu.cuStreamWriteValue64(stream, address, value, 0), "cuStreamWriteValue64")
 
 
 def wait_value(address, value, stream, nonzero=False):
     """Hold the stream until the uint64 at ``address`` equals ``value`` (or,
     with ``nonzero``, until it is not 0)."""
-    result = (_fast("cuStreamWaitValue64")(stream, address, 0xFFFF_FFFF_FFFF_FFFF, _AND)
-              if nonzero else _fast("cuStreamWaitValue64")(stream, address, value, _EQ))
-    if result:
-        _failed(result, "cuStreamWaitValue64")
+    if nonzero:
+        _check(cu.cuStreamWaitValue64(stream, address, 0xFFFF_FFFF_FFFF_FFFF, _AND),
+               "cuStreamWaitValue64")
+    else:
+        _check(cu.cuStreamWaitValue64(stream, address, value, _EQ), "cuStreamWaitValue64")
 
 
 def synchronize(stream):
