@@ -3,8 +3,7 @@
 Prints one JSON line from PE 0: the host's time per call of every stream-tier
 function at 4 KiB, beside numba's launch of an empty kernel and a bare
 cuLaunchKernel of it; the GPU's time per call of the barriers, put_signal and
-the host collectives at 4 KiB, beside the empty kernel's, and of the reductions
-with lines turned off (the block form, as before lines).
+the host collectives at 4 KiB, beside the empty kernel's.
 """
 
 import json
@@ -20,7 +19,6 @@ import numba_shmem as shmem
 from _timing import gpu_time
 from numba_shmem._cuda._driver import cu
 from numba_shmem._cuda._enqueue import Prepared
-from numba_shmem._stream._tier import Tier
 
 CALLS = 200  # per round, between synchronizations
 ROUNDS = 5
@@ -111,20 +109,12 @@ def main():
         "sum_reduce": lambda: shmem.sum_reduce(world, dest, data, n),
         "sum_reducescatter": lambda: shmem.sum_reducescatter(world, dest, data, n),
     }
-    # the reductions as they ran before lines (one block: sync, pull, barrier),
-    # for comparison in the same run
-    lines_off = {"sum_reduce, lines off": on_gpu["sum_reduce"],
-                 "sum_reducescatter, lines off": on_gpu["sum_reducescatter"]}
     gpu = {}
-    for label, call in {**on_gpu, **lines_off}.items():
+    for label, call in on_gpu.items():
         rounds = []
-        line_slots = Tier.line_slots
-        if label in lines_off:
-            Tier.line_slots = lambda self, team, dtype, nelems: None
         for _ in range(3):
             shmem.barrier_all()
             rounds.append(gpu_time(call, GPU_REPS, shmem.sync_all) * 1e6)
-        Tier.line_slots = line_slots
         gpu[label] = rounds
     results["host_us"] = {k: [statistics.median(v), min(v), max(v)] for k, v in host.items()}
     results["gpu_us"] = {k: [statistics.median(v), min(v), max(v)] for k, v in gpu.items()}

@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from ._errors import ShmemUsageError
-from ._heap._symmetric import line_slots, sync_row
+from ._heap._symmetric import sync_row
 from ._runtime import require
 
 TEAM_WORLD = 0
@@ -182,7 +182,3 @@ def team_destroy(team):
     # the zeros of init). Nothing writes the row now: every member's last
     # barrier on the team saw every other member's store to it.
     runtime.heap.backend.fill_zero(*sync_row(team, runtime.bootstrap.size))
-    if runtime.heap.lines:
-        # every word sent to this PE in lines was waited for and cleared, but a
-        # later team on this handle must find nothing, whatever happened before
-        runtime.heap.backend.fill_zero(*line_slots(team, runtime.bootstrap.size))

@@ -33,27 +33,10 @@ def test_the_root_of_a_broadcast_loads_each_vector_once_for_every_member(collect
     """Where each thread has one 16-byte vector of the source, it loads it once
     and stores it to every member (LLVM unrolls the loop over members: one
     loaded pair, several stores); before, each member's copy loaded it again."""
-    ptx = collectives_ptx.split("=== broadcast_block\n")[1].split("=== lines")[0]
+    ptx = collectives_ptx.split("=== broadcast_block\n")[1]
     loaded = re.findall(r"ld\.v2\.u64\s+(\{%rd\d+, %rd\d+\})", ptx)
     stored = re.findall(r"st\.v2\.u64\s+\[%rd\d+\], (\{%rd\d+, %rd\d+\})", ptx)
     assert any(stored.count(pair) > 1 for pair in loaded), (loaded, stored)
-
-
-@pytest.mark.parametrize("kernel,words", [("sum float64", 2), ("max int32", 1)])
-def test_a_reduction_in_lines_stores_and_polls_at_system_scope(collectives_ptx, kernel, words):
-    """Each word goes to a peer with st.relaxed.sys (the mark and the data in
-    one 8-byte store: a reader sees both or neither), is waited for with
-    ld.acquire.sys in a loop (not one load hoisted out of it), and is cleared
-    with a plain store; the closing sync(team) orders the clears with a
-    fence.acq_rel.sys before any member goes on."""
-    ptx = collectives_ptx.split(f"=== lines {kernel}\n")[1].split("=== ")[0]
-    stores = re.findall(r"st\.relaxed\.sys\.b64", ptx)
-    # LLVM unrolls the loop over members: several stores of each word
-    assert len(stores) >= words and len(stores) % words == 0, stores
-    polls = re.findall(r"ld\.acquire\.sys\.b64", ptx)
-    assert len(polls) >= 2 * words, polls  # the first poll and the loop's, for each word
-    assert len(re.findall(r"st\.global\.u64\s+\[%rd\d+\], %rd\d+;", ptx)) >= words
-    assert "fence.acq_rel.sys" in ptx and "ld.global.nc.u64" not in ptx
 
 
 def test_task_queue_sample():

@@ -41,55 +41,28 @@ def sync_row(team, npes):
     return team * (npes + 1) * 8, (npes + 1) * 8
 
 
-#: the largest part of each member (in bytes) that a host reduction sends in
-#: lines: each uint64 word carries 4 bytes of data and a mark, so that a word
-#: that is there is a word that has arrived (no flag, no barrier before it)
-LINE_BYTES = 4096
-#: the words a team's line slots hold for each member
-LINE_WORDS = LINE_BYTES // 4
-
-
-def _aligned(nbytes):
-    return -(-nbytes // DEFAULT_ALIGN) * DEFAULT_ALIGN
-
-
-def line_slots(team, npes):
-    """(offset, bytes) of ``team``'s line slots: LINE_WORDS uint64 words for
-    each member, by its number in the team (after every team's sync row)."""
-    from .._teams import MAX_TEAMS
-
-    start = _aligned(sync_row(MAX_TEAMS, npes)[0])
-    size = npes * LINE_WORDS * 8
-    return start + team * size, size
-
-
-def sync_bytes(npes, lines=False):
+def sync_bytes(npes):
     """Bytes the runtime keeps at heap offset 0: for each possible team, one
-    uint64 barrier slot per PE and this PE's barrier epoch; with ``lines``,
-    then every team's line slots."""
+    uint64 barrier slot per PE and this PE's barrier epoch."""
     from .._teams import MAX_TEAMS
 
-    # where a row (or slots) after the last would start
-    end = line_slots(MAX_TEAMS, npes)[0] if lines else sync_row(MAX_TEAMS, npes)[0]
-    return _aligned(end)
+    end, _size = sync_row(MAX_TEAMS, npes)  # where a row after the last would start
+    return -(-end // DEFAULT_ALIGN) * DEFAULT_ALIGN
 
 
 class SymmetricHeap:
     """Hands out arrays at offsets that are the same on every PE. The first
-    ``sync_bytes(n_pes, lines)`` bytes are the runtime's own (device barriers,
-    and in a job on one node the teams' line slots)."""
+    ``sync_bytes(n_pes)`` bytes are the runtime's own (device barriers)."""
 
     def __init__(self, backend, bootstrap):
         self.backend = backend
         self._bootstrap = bootstrap
-        # line slots only where every PE can store into every other's heap
-        self.lines = len(backend.bases) == bootstrap.size
-        self.reserved = sync_bytes(bootstrap.size, self.lines)
+        self.reserved = sync_bytes(bootstrap.size)
         if backend.capacity <= self.reserved:
             raise ShmemConfigError(
                 "NUMBA_SHMEM_HEAP_SIZE", str(backend.capacity),
-                f"more than the {self.reserved} bytes the runtime keeps for the barriers (and line "
-                f"slots) of {bootstrap.size} PEs (at least 4M is sensible)")
+                f"more than the {self.reserved} bytes the runtime keeps for the barriers of "
+                f"{bootstrap.size} PEs (at least 1M is sensible)")
         backend.ensure_mapped(self.reserved)
         backend.fill_zero(0, self.reserved)
         self.allocator = OffsetAllocator(backend.capacity, start=self.reserved)
@@ -148,8 +121,6 @@ class SymmetricHeap:
             raise ShmemUsageError(
                 f"{what}: the array is not on the symmetric heap; allocate it with "
                 "shmem.array() or shmem.zeros()")
-        if offset < self.reserved:  # the runtime's own area: only the library has views of it
-            return offset
         if not self.allocator.owner(offset):
             raise ShmemUsageError(
                 f"{what}: the array at heap offset {offset} is not in a live allocation; was "

@@ -78,20 +78,6 @@ def _cast(value, dtype):
     return np.array(value).astype(dtype)[()]
 
 
-def bits(like, value):
-    """``value`` as ``like``'s dtype, its bits as a non-negative int (the
-    simulator's form of the GPU's bit cast, ``_cuda/_proxied._bits``)."""
-    dtype = host_array(like).dtype
-    return int(np.asarray(value, dtype).view(f"u{dtype.itemsize}"))
-
-
-def from_bits(like, word):
-    """The value of ``like``'s dtype whose bits are the low bits of ``word``."""
-    dtype = host_array(like).dtype
-    low = int(word) & ((1 << (8 * dtype.itemsize)) - 1)
-    return np.asarray(low, f"u{dtype.itemsize}").view(dtype)[()]
-
-
 # -- cooperative scope ---------------------------------------------------------
 
 _warp_barriers = {}

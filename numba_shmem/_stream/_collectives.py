@@ -11,11 +11,7 @@ part (a one-block kernel would leave most of the GPU idle); one-thread kernels
 around it synchronize the team: ``sync(team)`` before a reduction reads the
 members' sources, ``barrier(team)`` after every collective. A collective that
 fits in one block (at most ``_CHUNK_BYTES`` per member) is one launch of the
-block form instead, its team synchronization inside. A reduction of at most
-``LINE_BYTES`` per member of 4- or 8-byte numbers, in a job on one node, is one
-launch that sends the data in lines (``_kernels.line_reduce_kernel``): the data
-carries its own arrival, so only one team synchronization is left, at the end,
-and in place needs no scratch. On the GPU every launch
+block form instead, its team synchronization inside. On the GPU every launch
 is prepared (``_cuda/_enqueue.py``): a call costs microseconds of host time and
 can be captured into a CUDA graph; an in-place reduction reduces into a
 scratch buffer kept per team, made by its first call of a size (not during a
@@ -37,9 +33,6 @@ _SIM_THREADS = 32
 #: bytes of each member's part one block moves; the grid has at most _MAX_BLOCKS
 _CHUNK_BYTES = 64 << 10
 _MAX_BLOCKS = 1024
-#: the block of a reduction in lines: one thread to an element at the largest
-#: part of 4-byte numbers would be 1024; half of that leaves each thread two
-_LINE_THREADS = 512
 
 
 def _grid(nelems, itemsize):
@@ -85,7 +78,7 @@ def _checked(tier, plan, dest, source, nelems, root, members):
     if start_d < start_s + source_t.nbytes and start_s < start_d + dest_t.nbytes and not (
             start_d == start_s and not plan.gathers):
         fail("dest and source overlap; pass separate arrays" + (
-            "" if name in ("fcollect", "alltoall") else " or the same array (in place)"))
+            "" if plan.gathers else " or the same array (in place)"))
     many = len(members) * nelems
     for arg, target, needed in (("dest", dest_t, many if plan.gathers else nelems),
                                 ("source", source_t, many if plan.scatters else nelems)):
@@ -122,6 +115,7 @@ class _Plan:
     def __init__(self, block_name):
         self.block_name = block_name
         self.name = block_name[:-len("_block")]
+        # what every call's checks name, made once (not formatted per call)
         self.qualified = f"shmem.{self.name}"
         self.dest_name, self.source_name = f"{self.name} (dest)", f"{self.name} (source)"
         kind = self.name.split("_")
@@ -136,13 +130,6 @@ def _run_gpu(tier, plan, team, dest, source, nelems, root, in_place, stream):
     """Enqueue the collective on the GPU through prepared launches."""
     kernels = tier.kernels
     dtype = source.dtype
-    slots = None if plan.reduce_op is None else tier.line_slots(team, dtype, nelems)
-    if slots is not None:
-        tier.prepared(kernels.line_reduce_kernel(plan.reduce_op, dtype.itemsize // 4), "lines",
-                      dtype).launch(1, _LINE_THREADS, stream, team, *tier.team_row(team), *slots,
-                                    dest.address, dest.size, source.address, source.size,
-                                    nelems, plan.scatter)
-        return
     blocks, per_block = _grid(nelems, dtype.itemsize)
     # members on other nodes: a reduction goes in the block form, whose gets
     # reach them through the proxy (the grid form reads peers' memory)
@@ -185,12 +172,6 @@ def _run_sim(tier, plan, team, dest, source, nelems, root, in_place):
 
     kernels = tier.kernels
     dest, source = dest.reshape(dest.size), source.reshape(source.size)
-    slots = None if plan.reduce_op is None else tier.line_slots(team, source.dtype, nelems)
-    if slots is not None:
-        row = cuda.to_device(tier.runtime.teams.row(team))
-        kernels.line_reduce_kernel(plan.reduce_op, source.dtype.itemsize // 4)[
-            1, _SIM_THREADS, 0](team, row, slots, dest, source, nelems, plan.scatter)
-        return
     if tier.runtime.proxy is not None:
         # members on other nodes: the block form, whose puts and gets reach them
         # through the proxy; in place, into a private array first (the block

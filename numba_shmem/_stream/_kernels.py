@@ -14,7 +14,6 @@ from numba import cuda
 from .. import _device_api as api
 from .._arrays import peer_array
 from .._barriers import barrier, sync
-from .._heap._symmetric import LINE_WORDS
 
 BROADCAST, FCOLLECT, ALLTOALL = range(3)
 #: the collectives ``spread`` does, by name
@@ -25,7 +24,6 @@ _quiet = api.FUNCTIONS["quiet"]
 _signal_op = api.FUNCTIONS["signal_op"]
 _signal_wait_until = api.FUNCTIONS["signal_wait_until"]
 _put_signal_block = api.FUNCTIONS["put_signal_block"]
-_atomic_set = api.FUNCTIONS["atomic_set"]
 
 
 @cuda.jit
@@ -111,83 +109,6 @@ def reduce_kernel(op):
     return _REDUCE[op]
 
 
-_LINES = {}
-
-
-def _bit_casts():
-    """(bits, from_bits): a value's bits as an integer and back, for the target
-    numba compiles kernels for (the GPU, or its simulator)."""
-    from .._select import numba_is_simulator
-
-    if not numba_is_simulator():
-        from .._cuda._proxied import _bits, _from_bits
-
-        return _bits, _from_bits
-    from .._sim._device import bits, from_bits
-
-    return bits, from_bits
-
-
-def line_reduce_kernel(op, halves):
-    """``op`` over members in one block, for parts of at most ``LINE_WORDS * 4``
-    bytes of a 4-byte (``halves`` 1) or 8-byte (``halves`` 2) dtype, with no
-    synchronization before the data moves. Each member stores its part for every
-    other member into its own slots there (``slots``: the team's line slots on
-    the heap), 4 bytes to a uint64 word beside a mark, so that a word that is
-    not 0 has arrived whole; each member waits for every other member's words,
-    clears them for the next call and combines them in team order; then
-    ``sync(team)``: every member has its result, and has cleared its slots, before
-    any member goes on (a later call or collective may write into them)."""
-    key = (op, halves)
-    if key not in _LINES:
-        high = ("            _atomic_set(slots[at + 1:at + 2], MARK | (u >> HIGH), pe)\n"
-                if halves == 2 else "")
-        wait_high = ("                u |= (_signal_wait_until(slots[at + 1:at + 2], CMP_NE, ZERO)"
-                     " & LOW) << HIGH\n"
-                     "                slots[at + 1] = ZERO\n" if halves == 2 else "")
-        source = (
-            "def kernel(handle, team, slots, dest, source, nelems, scatter):\n"
-            "    size = team[0]\n"
-            "    me = team[1]\n"
-            "    for i in range(cuda.threadIdx.x, nelems, cuda.blockDim.x):\n"
-            "        for j in range(1, size):\n"
-            "            member = (me + j) % size\n"
-            "            u = uint64(_bits(source, source[scatter * member * nelems + i]))\n"
-            "            at = me * WORDS + i * HALVES\n"
-            "            pe = team[2 + member]\n"
-            "            _atomic_set(slots[at:at + 1], MARK | (u & LOW), pe)\n"
-            f"{high}"
-            "    for i in range(cuda.threadIdx.x, nelems, cuda.blockDim.x):\n"
-            "        a = _from_bits(source, ZERO)\n"
-            "        for j in range(size):\n"
-            "            if j == me:\n"
-            "                b = source[scatter * me * nelems + i]\n"
-            "            else:\n"
-            "                at = j * WORDS + i * HALVES\n"
-            "                u = _signal_wait_until(slots[at:at + 1], CMP_NE, ZERO) & LOW\n"
-            "                slots[at] = ZERO\n"
-            f"{wait_high}"
-            "                b = _from_bits(source, u)\n"
-            "            if j == 0:\n"
-            "                a = b\n"
-            "            else:\n"
-            f"                a = {api.REDUCE_OPS[op]}\n"
-            "        dest[i] = a\n"
-            "    cuda.syncthreads()\n"
-            "    if cuda.threadIdx.x == 0:\n"
-            "        sync(handle)\n")
-        bits, from_bits = _bit_casts()
-        scope = {"cuda": cuda, "sync": sync, "min": min, "max": max, "uint64": np.uint64,
-                 "_bits": bits, "_from_bits": from_bits, "_atomic_set": _atomic_set,
-                 "_signal_wait_until": _signal_wait_until, "CMP_NE": api.CMP_NE,
-                 "WORDS": LINE_WORDS, "HALVES": halves, "ZERO": np.uint64(0),
-                 "MARK": np.uint64(1 << 32), "LOW": np.uint64(0xFFFF_FFFF),
-                 "HIGH": np.uint64(32)}
-        exec(source, scope)  # noqa: S102  (generated from REDUCE_OPS)
-        _LINES[key] = cuda.jit(scope["kernel"])
-    return _LINES[key]
-
-
 _BLOCK = {}
 
 
@@ -219,5 +140,4 @@ def argtypes(kind, dtype=np.uint8):
             "signal_wait": (sig, i64, u64), "team": (i64,), "none": (),
             "block": (i64, data, data, i64), "block_root": (i64, data, data, i64, i64),
             "spread": (row, data, data, i64, i64, i64, i64),
-            "reduce": (row, data, data, i64, i64),
-            "lines": (i64, row, sig, data, data, i64, i64)}[kind]
+            "reduce": (row, data, data, i64, i64)}[kind]

@@ -9,7 +9,6 @@ import numpy as np
 
 from .._arrays import checked_pe
 from .._errors import ShmemUsageError
-from .._heap._symmetric import LINE_BYTES, LINE_WORDS, line_slots
 from .._runtime import require
 from .._transport import proxy_for
 from ._handles import as_stream, raw_handle
@@ -30,27 +29,9 @@ class Tier:
             self.enqueue = _enqueue
         self._prepared = {}
         self._scratch = {}  # team -> device array an in-place reduction reduces into
-        self._lines = {}  # team -> its line slots (_heap/_symmetric.py), as line_slots gives them
         table = runtime.teams.device  # int32[MAX_TEAMS, n_pes + 2] on the GPU, else None
         self._table = None if table is None else (
             table.device_ctypes_pointer.value, table.shape[1], table.shape[1] * table.dtype.itemsize)
-
-    def line_slots(self, team, dtype, nelems):
-        """``team``'s line slots (GPU: address and words; simulator: an array) if
-        a reduction of ``nelems`` of ``dtype`` goes in lines, else None: parts of
-        at most LINE_BYTES of 4- or 8-byte numbers, in a job on one node."""
-        if not (dtype.itemsize in (4, 8) and nelems * dtype.itemsize <= LINE_BYTES
-                and dtype.kind in "iuf" and self.runtime.heap.lines):
-            return None
-        found = self._lines.get(team)
-        if found is None:
-            runtime = self.runtime
-            offset, _size = line_slots(team, runtime.bootstrap.size)
-            words = runtime.bootstrap.size * LINE_WORDS
-            found = self._lines[team] = (
-                runtime.heap.backend.view(runtime.bootstrap.rank, offset, (words,), np.uint64)
-                if self.enqueue is None else (runtime.heap.backend.base + offset, words))
-        return found
 
     def team_row(self, team):
         """(address, entries) of ``team``'s row of the device team table (GPU)."""

@@ -157,8 +157,7 @@ def main():
     me, n = shmem.my_pe(), shmem.n_pes()
     if sys.argv[1:] == ["host_errors"]:
         host_errors()
-        in_place(500)  # in lines
-        in_place(600)  # too large for lines: through scratch
+        in_place(500)
         shmem.finalize()
         sys.stdout.write(f"PE {me}: collectives ok\n")
         return
@@ -182,7 +181,7 @@ def main():
                 shmem.free(b)
                 shmem.free(a)
     if HOST:
-        # reductions in lines of 4-byte numbers, and parts too large for lines (a grid)
+        # reductions of 4-byte numbers, and parts of more than one block's chunk
         for name, dtype, n in (("sum_reduce_block", np.int32, N),
                                ("xor_reducescatter_block", np.uint32, N),
                                ("min_reduce_block", np.float32, N),

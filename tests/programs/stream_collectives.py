@@ -54,7 +54,7 @@ def bump(source, by):
         source[i] += by
 
 
-#: parts that go in lines, and one too large for them (a grid; in place, scratch)
+#: parts of one block, and one of several blocks (in place, a larger scratch)
 SIZES = (5, 40, 5, 1, 40, 24, 600)
 
 
