@@ -54,7 +54,7 @@ def bump(source, by):
         source[i] += by
 
 
-#: parts of one block, and one of several blocks (in place, a larger scratch)
+#: small parts, and a larger one (in place, the scratch grows while earlier calls are queued)
 SIZES = (5, 40, 5, 1, 40, 24, 600)
 
 
