@@ -55,8 +55,9 @@ def _checked(tier, plan, dest, source, nelems, root, members):
     def fail(message):
         raise ShmemUsageError(f"shmem.{name}: {message}")
 
-    if type(nelems) is not int and (isinstance(nelems, bool) or not isinstance(
-            nelems, (int, np.integer))) or nelems < 0:
+    # (a plain int, the common case, skips the isinstance checks)
+    if (type(nelems) is not int and (isinstance(nelems, bool) or not isinstance(
+            nelems, (int, np.integer)))) or nelems < 0:
         fail(f"nelems must be an int >= 0, got {nelems!r}")
     dest_t = tier.targets.symmetric(plan.dest_name, "dest", dest)
     if plan.reduce_op is not None:  # members read each other's source
