@@ -48,9 +48,9 @@ def signal_add(sig, value, pe):
 
 
 @cuda.jit
-def put_signal_add(dest, source, sig, value, pe):
-    """A small put_signal with SIGNAL_ADD: one block copies the bytes, then adds."""
-    _put_signal_block(dest, source, sig, value, api.SIGNAL_ADD, pe)
+def put_signal(dest, source, sig, value, sig_op, pe):
+    """A small put_signal: one block copies the bytes, then updates the signal."""
+    _put_signal_block(dest, source, sig, value, sig_op, pe)
 
 
 @cuda.jit
@@ -136,7 +136,7 @@ def argtypes(kind, dtype=np.uint8):
     sig = types.Array(u64, 1, "C")
     data = types.Array(from_dtype(np.dtype(dtype)), 1, "C")  # bytes, or the collective's dtype
     row = types.Array(types.int32, 1, "C")  # a team's row of the device team table
-    return {"signal_add": (sig, u64, i64), "put_signal_add": (data, data, sig, u64, i64),
+    return {"signal_add": (sig, u64, i64), "put_signal": (data, data, sig, u64, i64, i64),
             "signal_wait": (sig, i64, u64), "team": (i64,), "none": (),
             "block": (i64, data, data, i64), "block_root": (i64, data, data, i64, i64),
             "spread": (row, data, data, i64, i64, i64, i64),

@@ -19,9 +19,9 @@ from .._teams import TEAM_WORLD
 from ._tier import peer_base, stream_of, tier_of
 
 _U64 = np.dtype(np.uint64)
-#: a put_signal with SIGNAL_ADD of at most this many bytes from device memory is
-#: one kernel (a block copies, then adds); a larger one goes on the copy engine,
-#: then a one-thread kernel adds
+#: a put_signal of at most this many bytes from device memory is one kernel (a
+#: block copies, then signals: one driver call); a larger one goes on the copy
+#: engine, then cuStreamWriteValue64 sets or a one-thread kernel adds
 ONE_KERNEL_BYTES = 64 << 10
 _SIGNAL_OPS = (api.SIGNAL_SET, api.SIGNAL_ADD)
 _CMPS = {api.CMP_EQ: "CMP_EQ", api.CMP_NE: "CMP_NE", api.CMP_GT: "CMP_GT",
@@ -195,21 +195,20 @@ def _signal(runtime, tier, name, checked, sig, sig_op, pe, handle):
 
 def put_signal(dest, source, sig, value, sig_op, pe, *, stream=0):
     """Host. On ``stream``: copy ``source`` into ``dest`` on PE ``pe`` (on the
-    copy engine; a SIGNAL_ADD one of at most ONE_KERNEL_BYTES from device memory
-    in one kernel with its signal), then update ``sig`` there by ``sig_op``
+    copy engine; one of at most ONE_KERNEL_BYTES from device memory in one
+    kernel with its signal), then update ``sig`` there by ``sig_op``
     with ``value``; whoever sees the signal sees the data. Returns at once."""
     runtime, tier = tier_of("put_signal")
     handle = stream_of(runtime, stream, "put_signal")
     checked = _signal_checked(runtime, tier, "put_signal", sig, value, sig_op, pe)
     put = _put_targets(runtime, tier, "put_signal", dest, source, pe)
     remote, local = put[:2]
-    if sig_op == api.SIGNAL_ADD and runtime.backend == "cuda" and not local.host and \
-            local.nbytes <= ONE_KERNEL_BYTES:
-        # no stream memory operation adds: a small put and its signal are one kernel
+    if runtime.backend == "cuda" and not local.host and local.nbytes <= ONE_KERNEL_BYTES:
+        # a small put and its signal are one kernel: one driver call, not two
         target, value = checked[:2]
-        tier.prepared(tier.kernels.put_signal_add, "put_signal_add").launch(
+        tier.prepared(tier.kernels.put_signal, "put_signal").launch(
             1, 256, handle, remote.address, local.nbytes, local.address, local.nbytes,
-            target.address, target.size, value, pe)
+            target.address, target.size, value, sig_op, pe)
         return
     _put_data(runtime, tier, put, pe, handle)
     _signal(runtime, tier, "put_signal", checked, sig, sig_op, pe, handle)
