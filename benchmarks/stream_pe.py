@@ -3,9 +3,13 @@
 Prints one JSON line from PE 0: the host's time per call of every stream-tier
 function at 4 KiB, beside numba's launch of an empty kernel and a bare
 cuLaunchKernel of it; the GPU's time per call of the barriers, put_signal and
-the host collectives at 4 KiB, beside the empty kernel's.
+the host collectives at 4 KiB, beside the empty kernel's. For comparison in the
+same run, two earlier forms: put_signal SET as a copy and cuStreamWriteValue64
+(two driver calls, not one kernel), and the reductions with lines turned off (one
+block: sync, pull from every member, barrier).
 """
 
+import contextlib
 import json
 import statistics
 import sys
@@ -19,6 +23,8 @@ import numba_shmem as shmem
 from _timing import gpu_time
 from numba_shmem._cuda._driver import cu
 from numba_shmem._cuda._enqueue import Prepared
+from numba_shmem._stream import _rma
+from numba_shmem._stream._tier import Tier
 
 CALLS = 200  # per round, between synchronizations
 ROUNDS = 5
@@ -45,6 +51,31 @@ def host_us(call, stream):
         times.append((time.perf_counter() - start) / CALLS * 1e6)
         stream.synchronize()
     return times[1:]
+
+
+@contextlib.contextmanager
+def _copy_then_signal():
+    """put_signal as it was before small ones were one kernel."""
+    saved = _rma.ONE_KERNEL_BYTES
+    _rma.ONE_KERNEL_BYTES = -1
+    try:
+        yield
+    finally:
+        _rma.ONE_KERNEL_BYTES = saved
+
+
+@contextlib.contextmanager
+def _lines_off():
+    """Reductions as they were before lines: one block (sync, pull, barrier)."""
+    saved = Tier.line_slots
+    launches = shmem._runtime.current().stream_tier.lines  # (made on first use, then kept)
+    Tier.line_slots = lambda self, team, dtype, nelems: None
+    launches.clear()
+    try:
+        yield
+    finally:
+        Tier.line_slots = saved
+        launches.clear()
 
 
 def main():
@@ -97,6 +128,8 @@ def main():
                                                              stream=stream),
     }
     host = {label: host_us(call, stream) for label, call in calls.items()}
+    with _copy_then_signal():
+        host["put_signal SET, copy + write"] = host_us(calls["put_signal SET"], stream)
     # the GPU's time per call, calls queued behind a held default stream
     on_gpu = {
         "empty kernel": lambda: prepared.launch(1, 1, 0, 0),
@@ -109,12 +142,17 @@ def main():
         "sum_reduce": lambda: shmem.sum_reduce(world, dest, data, n),
         "sum_reducescatter": lambda: shmem.sum_reducescatter(world, dest, data, n),
     }
+    earlier = {"put_signal SET, copy + write": (on_gpu["put_signal SET"], _copy_then_signal),
+               "sum_reduce, lines off": (on_gpu["sum_reduce"], _lines_off),
+               "sum_reducescatter, lines off": (on_gpu["sum_reducescatter"], _lines_off)}
     gpu = {}
-    for label, call in on_gpu.items():
+    for label, (call, form) in {**{k: (v, contextlib.nullcontext) for k, v in on_gpu.items()},
+                                **earlier}.items():
         rounds = []
-        for _ in range(3):
-            shmem.barrier_all()
-            rounds.append(gpu_time(call, GPU_REPS, shmem.sync_all) * 1e6)
+        with form():
+            for _ in range(3):
+                shmem.barrier_all()
+                rounds.append(gpu_time(call, GPU_REPS, shmem.sync_all) * 1e6)
         gpu[label] = rounds
     results["host_us"] = {k: [statistics.median(v), min(v), max(v)] for k, v in host.items()}
     results["gpu_us"] = {k: [statistics.median(v), min(v), max(v)] for k, v in gpu.items()}

@@ -33,10 +33,45 @@ def test_the_root_of_a_broadcast_loads_each_vector_once_for_every_member(collect
     """Where each thread has one 16-byte vector of the source, it loads it once
     and stores it to every member (LLVM unrolls the loop over members: one
     loaded pair, several stores); before, each member's copy loaded it again."""
-    ptx = collectives_ptx.split("=== broadcast_block\n")[1]
+    ptx = collectives_ptx.split("=== broadcast_block\n")[1].split("=== lines")[0]
     loaded = re.findall(r"ld\.v2\.u64\s+(\{%rd\d+, %rd\d+\})", ptx)
     stored = re.findall(r"st\.v2\.u64\s+\[%rd\d+\], (\{%rd\d+, %rd\d+\})", ptx)
     assert any(stored.count(pair) > 1 for pair in loaded), (loaded, stored)
+
+
+@pytest.mark.parametrize("kernel,words", [("sum float64", 2), ("max int32", 1)])
+def test_a_reduction_in_lines_stores_and_polls_at_system_scope(collectives_ptx, kernel, words):
+    """Each word goes to a peer with st.relaxed.sys (the mark and the data in
+    one 8-byte store: a reader sees both or neither) and is waited for with
+    ld.acquire.sys in a loop (not one load hoisted out of it). No fence and no
+    team synchronization: the one fence is the end of a cycle of marks's, after
+    the zeroing of the set."""
+    ptx = collectives_ptx.split(f"=== lines {kernel}\n")[1].split("=== ")[0]
+    stores = re.findall(r"st\.relaxed\.sys\.b64", ptx)
+    # LLVM unrolls the loop over members: several stores of each word
+    assert len(stores) >= words and len(stores) % words == 0, stores
+    polls = re.findall(r"ld\.acquire\.sys\.b64", ptx)
+    assert len(polls) >= 2 * words, polls  # the first poll and the loop's, for each word
+    fences = re.findall(r"membar\.\S+|fence\.\S+", ptx)
+    assert fences == ["membar.sys;"], fences
+    assert "ld.global.nc.u64" not in ptx
+
+
+def test_the_block_collectives_read_the_teams_state_where_the_heap_keeps_it():
+    """The put-based block collectives compute the offset of the teams' state
+    words in device code (the job's size is known only at run time); it must be
+    the heap's."""
+    import sys
+
+    from conftest import run_hard
+
+    script = ("from numba_shmem._cuda._device import _state_offset; "
+              "from numba_shmem._heap._symmetric import team_state; "
+              "print(all(eval(_state_offset('n'), {'n': n}) == team_state(n)[0] "
+              "for n in range(1, 300)))")
+    result = run_hard([sys.executable, "-c", script], 120, {"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
 
 
 def test_task_queue_sample():
@@ -120,11 +155,13 @@ def test_barriers_on_one_team_from_two_streams_at_once():
                                                   for pe in (0, 1)]
 
 
-def test_world_reductions_back_to_back_each_get_their_own_parts():
-    """Reductions queued back to back, sizes and forms changing, one in place
-    (through the team's scratch): no call may read another call's parts, nor a
-    source its PE has changed since."""
-    result = shmem_run(3, "stream_collectives.py", "back_to_back", timeout=240)
+@pytest.mark.parametrize("mode", ["back_to_back", "wrap"])
+def test_world_reductions_back_to_back_each_get_their_own_parts(mode):
+    """Reductions queued back to back, sizes and forms changing, one in place,
+    one followed by an fcollect into its dest: no call may read another call's
+    parts, nor a source its PE has changed since, nor land over a later call's
+    result. ``wrap``: across the end of a cycle of the lines' marks."""
+    result = shmem_run(3, "stream_collectives.py", mode, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(result.stdout.splitlines()) == [f"PE {pe}: back to back ok"
                                                   for pe in (0, 1, 2)]

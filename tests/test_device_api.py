@@ -11,7 +11,7 @@ from conftest import BACKEND, ROOT, needs_gpu, python, shmem_run
 from numba_shmem import _device_api
 from numba_shmem._heap._symmetric import sync_bytes
 
-FIRST = sync_bytes(1)  # where a 1-PE job's first allocation starts
+FIRST = sync_bytes(1, lines=True)  # where a 1-PE job's first allocation starts
 
 CHECKS = ["rma", "signal", "atomics", "waits"]
 LITMUS_MODES = ("put_signal", "put_signal_nbi", "put_signal_warp", "put_signal_block",

@@ -8,8 +8,8 @@ import pytest
 from conftest import BACKEND, GPUS, ROOT, needs_gpu, python, run_hard, shm_entries, shmem_run
 from numba_shmem._heap._symmetric import sync_bytes
 
-FIRST = sync_bytes(1)  # where the first allocation of a 1-PE job starts
-FIRST2 = sync_bytes(2)  # and of a 2-PE job
+FIRST = sync_bytes(1, lines=True)  # where the first allocation of a 1-PE job starts
+FIRST2 = sync_bytes(2, lines=True)  # and of a 2-PE job
 
 
 @pytest.mark.parametrize("npes", [1, 2, 4])

@@ -817,10 +817,21 @@ for _kind, _complete in (("barrier", True), ("sync", False)):
 
 # -- collectives (block scope) -------------------------------------------------------
 
+def _state_offset(npes):
+    """Source: the heap offset of the teams' state words
+    (``_heap/_symmetric.team_state``) in a job of ``npes`` (source) PEs."""
+    from .._heap._allocator import DEFAULT_ALIGN
+    from .._teams import MAX_TEAMS
+
+    align = DEFAULT_ALIGN
+    return f"(({MAX_TEAMS} * ({npes} + 1) * 8 + {align - 1}) // {align} * {align})"
+
+
 def _make_collective(name, debug):
     """The block-scope implementation of a collective from the table."""
     from .._arrays import peer_array
     from .._barriers import barrier, sync
+    from .._runtime import n_pes
 
     kind = name[:-len("_block")]
     head = (f"    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
@@ -858,6 +869,16 @@ def _make_collective(name, debug):
                     f"dst = _remote(dest, pe, {name!r}){shift}\n"
                     + textwrap.dedent(_copy_source())), 1))
 
+    if kind in ("broadcast", "fcollect", "alltoall"):
+        # these put into members' dests: if a host reduction in lines was the
+        # team's last collective, a member may still be writing there
+        # (_stream/_kernels.line_reduce_kernel): sync the team first
+        head += ("    if start == 0 and me >= 0:\n"
+                 f"        settle = _heap_base() + {_state_offset('_n_pes()')} + team * 16 + 8\n"
+                 "        if _load8(settle) != 0:\n"
+                 "            sync(team)\n"
+                 "            _store8(settle, 0)\n"
+                 "    cuda.syncthreads()\n")
     if kind in ("broadcast", "fcollect"):
         params = "team, dest, source, nelems" + (", root" if kind == "broadcast" else "")
         shift = "" if kind == "broadcast" else " + me * nelems * dest.itemsize"
@@ -906,7 +927,8 @@ def _make_collective(name, debug):
             "        barrier(team)\n"  # complete on every member; sources may be reused
             "    cuda.syncthreads()\n")
     return _compile_source(f"def impl({params}):\n{head}{body}{tail}", {
-        **_far_namespace(), **_spin_namespace(debug, 0),
+        **_far_namespace(), **_spin_namespace(debug, 0), "_n_pes": n_pes,
+        "_heap_base": _heap_base, "_load8": _load8, "_store8": _store8,
         "_team_entry": _team_entry, "barrier": barrier, "sync": sync, "peer_array": peer_array,
         "min": min, "max": max})
 

@@ -41,28 +41,65 @@ def sync_row(team, npes):
     return team * (npes + 1) * 8, (npes + 1) * 8
 
 
-def sync_bytes(npes):
-    """Bytes the runtime keeps at heap offset 0: for each possible team, one
-    uint64 barrier slot per PE and this PE's barrier epoch."""
+#: the largest part of each member (in bytes) that a host reduction sends in
+#: lines: each uint64 word carries 4 bytes of data and a mark, so that a word
+#: that is there is a word that has arrived (no flag, no barrier before it)
+LINE_BYTES = 4096
+#: the words of one member's part in a team's line slots
+LINE_WORDS = LINE_BYTES // 4
+#: the teams (handles 0 to LINE_TEAMS - 1) with line slots; a host reduction on
+#: a team of a larger handle goes in the block form
+LINE_TEAMS = 16
+
+
+def _aligned(nbytes):
+    return -(-nbytes // DEFAULT_ALIGN) * DEFAULT_ALIGN
+
+
+def team_state(npes):
+    """(offset, bytes) of the teams' state words, after every team's sync row:
+    two uint64 per team handle, the number of host reductions in lines made on
+    it, and whether the last of them may still be writing on some member (a
+    collective that puts into members' arrays syncs the team first)."""
     from .._teams import MAX_TEAMS
 
-    end, _size = sync_row(MAX_TEAMS, npes)  # where a row after the last would start
-    return -(-end // DEFAULT_ALIGN) * DEFAULT_ALIGN
+    return _aligned(sync_row(MAX_TEAMS, npes)[0]), MAX_TEAMS * 16
+
+
+def line_slots(team, npes):
+    """(offset, bytes) of ``team``'s line slots, after the state words: two
+    sets (a call uses the set of its number's parity), each of LINE_WORDS uint64
+    words for every member, by its number in the team."""
+    start, size = team_state(npes)
+    slots = 2 * npes * LINE_WORDS * 8
+    return _aligned(start + size) + team * slots, slots
+
+
+def sync_bytes(npes, lines=False):
+    """Bytes the runtime keeps at heap offset 0: for each possible team, one
+    uint64 barrier slot per PE and this PE's barrier epoch, then the teams'
+    state words; with ``lines``, then the line slots of the first LINE_TEAMS
+    teams."""
+    start, size = line_slots(LINE_TEAMS, npes) if lines else team_state(npes)
+    return _aligned(start if lines else start + size)
 
 
 class SymmetricHeap:
     """Hands out arrays at offsets that are the same on every PE. The first
-    ``sync_bytes(n_pes)`` bytes are the runtime's own (device barriers)."""
+    ``sync_bytes(n_pes, lines)`` bytes are the runtime's own (device barriers,
+    and in a job on one node the teams' line slots)."""
 
     def __init__(self, backend, bootstrap):
         self.backend = backend
         self._bootstrap = bootstrap
-        self.reserved = sync_bytes(bootstrap.size)
+        # line slots only where every PE can store into every other's heap
+        self.lines = len(backend.bases) == bootstrap.size
+        self.reserved = sync_bytes(bootstrap.size, self.lines)
         if backend.capacity <= self.reserved:
             raise ShmemConfigError(
                 "NUMBA_SHMEM_HEAP_SIZE", str(backend.capacity),
-                f"more than the {self.reserved} bytes the runtime keeps for the barriers of "
-                f"{bootstrap.size} PEs (at least 1M is sensible)")
+                f"more than the {self.reserved} bytes the runtime keeps for the barriers (and line "
+                f"slots) of {bootstrap.size} PEs (at least 4M is sensible)")
         backend.ensure_mapped(self.reserved)
         backend.fill_zero(0, self.reserved)
         self.allocator = OffsetAllocator(backend.capacity, start=self.reserved)
@@ -121,6 +158,8 @@ class SymmetricHeap:
             raise ShmemUsageError(
                 f"{what}: the array is not on the symmetric heap; allocate it with "
                 "shmem.array() or shmem.zeros()")
+        if offset < self.reserved:  # the runtime's own area: only the library has views of it
+            return offset
         if not self.allocator.owner(offset):
             raise ShmemUsageError(
                 f"{what}: the array at heap offset {offset} is not in a live allocation; was "

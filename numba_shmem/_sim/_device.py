@@ -78,6 +78,20 @@ def _cast(value, dtype):
     return np.array(value).astype(dtype)[()]
 
 
+def bits(like, value):
+    """``value`` as ``like``'s dtype, its bits as a non-negative int (the
+    simulator's form of the GPU's bit cast, ``_cuda/_proxied._bits``)."""
+    dtype = host_array(like).dtype
+    return int(np.asarray(value, dtype).view(f"u{dtype.itemsize}"))
+
+
+def from_bits(like, word):
+    """The value of ``like``'s dtype whose bits are the low bits of ``word``."""
+    dtype = host_array(like).dtype
+    low = int(word) & ((1 << (8 * dtype.itemsize)) - 1)
+    return np.asarray(low, f"u{dtype.itemsize}").view(dtype)[()]
+
+
 # -- cooperative scope ---------------------------------------------------------
 
 _warp_barriers = {}
@@ -282,6 +296,21 @@ def _team_barrier(members, name):
     runtime.bootstrap.barrier(f"shmem.{name}", members)
 
 
+def _settle(team, members, name):
+    """Before a collective that puts into members' arrays: if the team's last
+    collective was a host reduction in lines, a member may still be writing its
+    dest (``_stream/_kernels.line_reduce_kernel``): wait for every member."""
+    from .._heap._symmetric import team_state
+
+    runtime = require(name)
+    rank = runtime.bootstrap.rank
+    flag = runtime.heap.backend.view(
+        rank, team_state(runtime.bootstrap.size)[0] + 16 * team + 8, (1,), np.dtype(np.uint64))
+    if flag[0]:
+        _team_barrier(members, name)
+        flag[0] = 0
+
+
 def _make_collective(name):
     kind = name[:-len("_block")]
 
@@ -300,6 +329,8 @@ def _make_collective(name):
                 raise ShmemUsageError(f"shmem.{name}: dest and source overlap; the block forms "
                                       "need separate arrays")
             _contiguous(host_array(dest), name, "dest")  # (every member's has its layout)
+            if kind in ("broadcast", "fcollect", "alltoall"):
+                _settle(team, members, name)
             if kind == "broadcast":
                 root = rest[0]
                 if me == root:

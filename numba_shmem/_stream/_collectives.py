@@ -11,7 +11,12 @@ part (a one-block kernel would leave most of the GPU idle); one-thread kernels
 around it synchronize the team: ``sync(team)`` before a reduction reads the
 members' sources, ``barrier(team)`` after every collective. A collective that
 fits in one block (at most ``_CHUNK_BYTES`` per member) is one launch of the
-block form instead, its team synchronization inside. On the GPU every launch
+block form instead, its team synchronization inside. A reduction of at most
+``LINE_BYTES`` per member of 4- or 8-byte numbers, in a job on one node, is one
+launch that sends the data in lines (``_kernels.line_reduce_kernel``): the data
+carries its own arrival, so the team is crossed once, and in place needs no
+scratch; it ends when this member's dest is written, and the next collective
+that puts into members' arrays syncs the team first. On the GPU every launch
 is prepared (``_cuda/_enqueue.py``): a call costs microseconds of host time and
 can be captured into a CUDA graph; an in-place reduction reduces into a
 scratch buffer kept per team, made by its first call of a size (not during a
@@ -24,6 +29,7 @@ import numpy as np
 
 from .. import _device_api as api
 from .._errors import ShmemUsageError
+from .._heap._symmetric import LINE_BYTES
 from ._tier import stream_of, tier_of
 
 _THREADS = 256
@@ -33,6 +39,9 @@ _SIM_THREADS = 32
 #: bytes of each member's part one block moves; the grid has at most _MAX_BLOCKS
 _CHUNK_BYTES = 64 << 10
 _MAX_BLOCKS = 1024
+#: the block of a reduction in lines: one thread to an element at the largest
+#: part of 4-byte numbers would be 1024; half of that leaves each thread two
+_LINE_THREADS = 512
 
 
 def _grid(nelems, itemsize):
@@ -127,10 +136,33 @@ class _Plan:
         self.scatters = self.name == "alltoall" or bool(self.scatter)
 
 
-def _run_gpu(tier, plan, team, dest, source, nelems, root, in_place, stream):
-    """Enqueue the collective on the GPU through prepared launches."""
+def _lines_launch(tier, plan, team, dtype):
+    """(the prepared launch, its arguments up to dest) of ``plan``'s reduction in
+    lines on ``team`` for ``dtype``, or None where it does not go in lines."""
+    slots = tier.line_slots(team, dtype, 0)
+    if slots is None:
+        return None
+    kernel = tier.prepared(tier.kernels.line_reduce_kernel(plan.reduce_op, dtype.itemsize // 4),
+                           "lines", dtype)
+    tier.lined.add(team)
+    return kernel.launch, (team, *tier.team_row(team), *tier.state(), *slots)
+
+
+def _run_gpu(tier, plan, team, size, dest, source, nelems, root, in_place, stream):
+    """Enqueue the collective on the GPU through prepared launches (``size``:
+    the team's)."""
     kernels = tier.kernels
     dtype = source.dtype
+    if plan.reduce_op is not None and nelems * dtype.itemsize <= LINE_BYTES:
+        # (made once per team and dtype: the launch and its leading arguments)
+        lines = tier.lines.get((plan, team, dtype), False)
+        if lines is False:
+            lines = tier.lines[plan, team, dtype] = _lines_launch(tier, plan, team, dtype)
+        if lines is not None:
+            launch, leading = lines
+            launch(1, _LINE_THREADS, stream, *leading, dest.address, dest.size, source.address,
+                   source.size, nelems, plan.scatter)
+            return
     blocks, per_block = _grid(nelems, dtype.itemsize)
     # members on other nodes: a reduction goes in the block form, whose gets
     # reach them through the proxy (the grid form reads peers' memory)
@@ -149,6 +181,8 @@ def _run_gpu(tier, plan, team, dest, source, nelems, root, in_place, stream):
         return
     row = tier.team_row(team)
     if plan.reduce_op is None:
+        if team in tier.lined:  # (else no reduction in lines can have set the flag)
+            tier.prepared(kernels.settle, "settle").launch(1, 1, stream, team, *tier.state())
         tier.prepared(kernels.spread, "spread", dtype).launch(
             blocks, _THREADS, stream, *row, dest.address, dest.size, source.address,
             source.size, nelems, kernels.SPREAD[plan.name], root[0] if root else 0, per_block)
@@ -173,6 +207,14 @@ def _run_sim(tier, plan, team, dest, source, nelems, root, in_place):
 
     kernels = tier.kernels
     dest, source = dest.reshape(dest.size), source.reshape(source.size)
+    slots = None if plan.reduce_op is None else tier.line_slots(team, source.dtype, nelems)
+    if slots is not None:
+        tier.lined.add(team)
+        row = cuda.to_device(tier.runtime.teams.row(team))
+        kernels.line_reduce_kernel(plan.reduce_op, source.dtype.itemsize // 4)[
+            1, _SIM_THREADS, 0](team, row, tier.state(), slots, dest, source, nelems,
+                                plan.scatter)
+        return
     if tier.runtime.proxy is not None:
         # members on other nodes: the block form, whose puts and gets reach them
         # through the proxy; in place, into a private array first (the block
@@ -187,6 +229,8 @@ def _run_sim(tier, plan, team, dest, source, nelems, root, in_place):
     blocks, per_block = _grid(nelems, source.dtype.itemsize)
     threads = _SIM_THREADS
     if plan.reduce_op is None:
+        if team in tier.lined:
+            kernels.settle[1, 1, 0](team, tier.state())
         kernels.spread[blocks, threads, 0](row, dest, source, nelems, kernels.SPREAD[plan.name],
                                            root[0] if root else 0, per_block)
     else:
@@ -214,7 +258,7 @@ def _make(block_name):
         if runtime.backend == "sim":
             _run_sim(tier, plan, team, dest, source, nelems, root, in_place)
         else:
-            _run_gpu(tier, plan, int(team), dest_t, source_t, int(nelems),
+            _run_gpu(tier, plan, int(team), len(members), dest_t, source_t, int(nelems),
                      tuple(int(r) for r in root), in_place, handle)
 
     collective.__name__ = collective.__qualname__ = name

@@ -14,6 +14,7 @@ from numba import cuda
 from .. import _device_api as api
 from .._arrays import peer_array
 from .._barriers import barrier, sync
+from .._heap._symmetric import LINE_WORDS
 
 BROADCAST, FCOLLECT, ALLTOALL = range(3)
 #: the collectives ``spread`` does, by name
@@ -24,6 +25,7 @@ _quiet = api.FUNCTIONS["quiet"]
 _signal_op = api.FUNCTIONS["signal_op"]
 _signal_wait_until = api.FUNCTIONS["signal_wait_until"]
 _put_signal_block = api.FUNCTIONS["put_signal_block"]
+_atomic_set = api.FUNCTIONS["atomic_set"]
 
 
 @cuda.jit
@@ -109,6 +111,118 @@ def reduce_kernel(op):
     return _REDUCE[op]
 
 
+_LINES = {}
+
+
+def _bit_casts():
+    """(bits, from_bits): a value's bits as an integer and back, for the target
+    numba compiles kernels for (the GPU, or its simulator)."""
+    from .._select import numba_is_simulator
+
+    if not numba_is_simulator():
+        from .._cuda._proxied import _bits, _from_bits
+
+        return _bits, _from_bits
+    from .._sim._device import bits, from_bits
+
+    return bits, from_bits
+
+
+def line_reduce_kernel(op, halves):
+    """``op`` over members in one block, for parts of at most ``LINE_WORDS * 4``
+    bytes of a 4-byte (``halves`` 1) or 8-byte (``halves`` 2) dtype, crossing
+    the team once. Each member stores its part for every other member into its
+    own row of that member's slots (``slots``: the team's line slots on the
+    heap), 4 bytes to a uint64 word beside a mark in the high half: a word that
+    carries this call's mark has arrived whole. It waits for every other
+    member's words and combines them in team order. Nothing synchronizes the
+    team before or after:
+
+    - The call's number on the team (``state[2 * handle]``, counted on every
+      member) picks one of two sets of slots by its parity. A member can store
+      into a set again only once it has every member's words of the call
+      between, which each member sends after it has read this call's: a set is
+      never overwritten before it is read.
+    - A set's marks count its uses (1, 2, ... ``_CYCLE``), so a word this call
+      waits for is one at least this call's mark, and an older word (of any
+      earlier call, however short) is below it. After the last mark of a
+      cycle, each member zeroes its set and fences before its next call's
+      stores: the next cycle starts from zeros again.
+    - A member can still be writing its dest when another has gone on, so the
+      call leaves ``state[2 * handle + 1]`` set: the next collective that puts
+      into members' arrays syncs the team first (``settle``, and the block
+      collectives). OpenSHMEM's reductions promise no more: once a member's
+      call is complete, its dest is written and its source may be reused."""
+    key = (op, halves)
+    if key not in _LINES:
+        high = ("            _atomic_set(slots[at + 1:at + 2], mark | (u >> HIGH), pe)\n"
+                if halves == 2 else "")
+        wait_high = ("                u |= (_signal_wait_until(slots[at + 1:at + 2], CMP_GE, mark)"
+                     " & LOW) << HIGH\n" if halves == 2 else "")
+        source = (
+            "def kernel(handle, team, state, slots, dest, source, nelems, scatter):\n"
+            "    size = team[0]\n"
+            "    me = team[1]\n"
+            "    calls = state[2 * handle]\n"
+            "    base = int64(calls & ONE) * size * WORDS  # (uint64 * int64 would be a float)\n"
+            "    count = (calls >> ONE) % CYCLE + ONE\n"
+            "    mark = count << HIGH\n"
+            "    for i in range(cuda.threadIdx.x, nelems, cuda.blockDim.x):\n"
+            "        for j in range(1, size):\n"
+            "            member = (me + j) % size\n"
+            "            u = uint64(_bits(source, source[scatter * member * nelems + i]))\n"
+            "            at = base + me * WORDS + i * HALVES\n"
+            "            pe = team[2 + member]\n"
+            "            _atomic_set(slots[at:at + 1], mark | (u & LOW), pe)\n"
+            f"{high}"
+            "    for i in range(cuda.threadIdx.x, nelems, cuda.blockDim.x):\n"
+            "        a = _from_bits(source, ZERO)\n"
+            "        for j in range(size):\n"
+            "            if j == me:\n"
+            "                b = source[scatter * me * nelems + i]\n"
+            "            else:\n"
+            "                at = base + j * WORDS + i * HALVES\n"
+            "                u = _signal_wait_until(slots[at:at + 1], CMP_GE, mark) & LOW\n"
+            f"{wait_high}"
+            "                b = _from_bits(source, u)\n"
+            "            if j == 0:\n"
+            "                a = b\n"
+            "            else:\n"
+            f"                a = {api.REDUCE_OPS[op]}\n"
+            "        dest[i] = a\n"
+            "    cuda.syncthreads()\n"
+            "    if count == CYCLE:  # the set's last mark: its next use starts from zeros\n"
+            "        for w in range(cuda.threadIdx.x, size * WORDS, cuda.blockDim.x):\n"
+            "            slots[base + w] = ZERO\n"
+            "        cuda.threadfence_system()\n"
+            "    if cuda.threadIdx.x == 0:\n"
+            "        state[2 * handle] = calls + ONE\n"
+            "        state[2 * handle + 1] = ONE\n")
+        bits, from_bits = _bit_casts()
+        scope = {"cuda": cuda, "min": min, "max": max, "uint64": np.uint64,
+                 "int64": np.int64, "_bits": bits, "_from_bits": from_bits,
+                 "_atomic_set": _atomic_set, "_signal_wait_until": _signal_wait_until,
+                 "CMP_GE": api.CMP_GE, "WORDS": LINE_WORDS, "HALVES": halves,
+                 "ZERO": np.uint64(0), "ONE": np.uint64(1), "CYCLE": _CYCLE,
+                 "LOW": np.uint64(0xFFFF_FFFF), "HIGH": np.uint64(32)}
+        exec(source, scope)  # noqa: S102  (generated from REDUCE_OPS)
+        _LINES[key] = cuda.jit(scope["kernel"])
+    return _LINES[key]
+
+
+#: the marks of a set's uses in a cycle: 1 to 2**32 - 1 (the high half of a word)
+_CYCLE = np.uint64(0xFFFF_FFFF)
+
+
+@cuda.jit
+def settle(team, state):
+    """Before a collective that puts into members' arrays: if the team's last
+    reduction in lines may still be writing on some member, sync the team."""
+    if cuda.grid(1) == 0 and state[2 * team + 1] != 0:
+        sync(team)
+        state[2 * team + 1] = 0
+
+
 _BLOCK = {}
 
 
@@ -140,4 +254,6 @@ def argtypes(kind, dtype=np.uint8):
             "signal_wait": (sig, i64, u64), "team": (i64,), "none": (),
             "block": (i64, data, data, i64), "block_root": (i64, data, data, i64, i64),
             "spread": (row, data, data, i64, i64, i64, i64),
-            "reduce": (row, data, data, i64, i64)}[kind]
+            "reduce": (row, data, data, i64, i64),
+            "lines": (i64, row, sig, sig, data, data, i64, i64),
+            "settle": (i64, sig)}[kind]

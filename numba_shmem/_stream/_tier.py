@@ -9,6 +9,7 @@ import numpy as np
 
 from .._arrays import checked_pe
 from .._errors import ShmemUsageError
+from .._heap._symmetric import LINE_BYTES, LINE_TEAMS, line_slots, team_state
 from .._runtime import require
 from .._transport import proxy_for
 from ._handles import as_stream, raw_handle
@@ -29,9 +30,44 @@ class Tier:
             self.enqueue = _enqueue
         self._prepared = {}
         self._scratch = {}  # team -> device array an in-place reduction reduces into
+        self._lines = {}  # team -> its line slots (_heap/_symmetric.py), as line_slots gives them
+        #: (plan, team, dtype) -> a host reduction's launch in lines, or None (_collectives.py)
+        self.lines = {}
+        #: the teams this PE has made reductions in lines on (captured ones included): only
+        #: on those can a collective that puts into members' arrays need to sync first
+        self.lined = set()
+        self._state = None  # the teams' state words, as state() gives them
         table = runtime.teams.device  # int32[MAX_TEAMS, n_pes + 2] on the GPU, else None
         self._table = None if table is None else (
             table.device_ctypes_pointer.value, table.shape[1], table.shape[1] * table.dtype.itemsize)
+
+    def _words(self, offset, words):
+        """The uint64 words at heap ``offset`` of this PE: (address, count) on
+        the GPU (prepared launches take them so), an array on the simulator."""
+        backend = self.runtime.heap.backend
+        if self.enqueue is None:
+            return backend.view(self.runtime.bootstrap.rank, offset, (words,), np.uint64)
+        return backend.base + offset, words
+
+    def state(self):
+        """The teams' state words (``_heap/_symmetric.team_state``)."""
+        if self._state is None:
+            offset, nbytes = team_state(self.runtime.bootstrap.size)
+            self._state = self._words(offset, nbytes // 8)
+        return self._state
+
+    def line_slots(self, team, dtype, nelems):
+        """``team``'s line slots if a reduction of ``nelems`` of ``dtype`` goes in
+        lines, else None: parts of at most LINE_BYTES of 4- or 8-byte numbers,
+        on one of the first LINE_TEAMS teams, in a job on one node."""
+        if not (dtype.itemsize in (4, 8) and nelems * dtype.itemsize <= LINE_BYTES
+                and dtype.kind in "iuf" and team < LINE_TEAMS and self.runtime.heap.lines):
+            return None
+        found = self._lines.get(team)
+        if found is None:
+            offset, nbytes = line_slots(team, self.runtime.bootstrap.size)
+            found = self._lines[team] = self._words(offset, nbytes // 8)
+        return found
 
     def team_row(self, team):
         """(address, entries) of ``team``'s row of the device team table (GPU)."""

@@ -157,7 +157,8 @@ def main():
     me, n = shmem.my_pe(), shmem.n_pes()
     if sys.argv[1:] == ["host_errors"]:
         host_errors()
-        in_place(500)
+        in_place(500)  # in lines
+        in_place(600)  # too large for lines: through scratch
         shmem.finalize()
         sys.stdout.write(f"PE {me}: collectives ok\n")
         return
@@ -181,10 +182,15 @@ def main():
                 shmem.free(b)
                 shmem.free(a)
     if HOST:
-        # reductions of 4-byte numbers (the loop above runs 8-byte ones)
-        for name, dtype in (("sum_reduce_block", np.int32), ("xor_reducescatter_block", np.uint32),
-                            ("min_reduce_block", np.float32)):
-            run(shmem.TEAM_WORLD, name, dtype)
+        # reductions in lines of 4-byte numbers, and parts too large for lines (a grid);
+        # an alltoall of one block (at most 64 bytes a part here): a thread to a vector
+        for name, dtype, n in (("sum_reduce_block", np.int32, N),
+                               ("xor_reducescatter_block", np.uint32, N),
+                               ("min_reduce_block", np.float32, N),
+                               ("sum_reduce_block", np.int64, 600),
+                               ("max_reducescatter_block", np.float64, 600),
+                               ("alltoall_block", np.int64, 8)):
+            run(shmem.TEAM_WORLD, name, dtype, n)
     else:
         # the other forms of the block collectives that send one source to
         # every member, with 64 threads: a 16-byte vector per thread, vectors

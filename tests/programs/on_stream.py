@@ -134,8 +134,9 @@ class Graphs:
         self.src = cuda.device_array(N, np.int64)
         self.counters = cuda.to_device(np.zeros(2, np.int64))
         self.errors = cuda.to_device(np.zeros(1, np.int64))
-        # every host collective on int64, CN elements per member (one block), plus a
-        # reduction of many blocks and one in place (its scratch made before the capture)
+        # every host collective on int64, CN elements per member (one block; the
+        # reductions in lines), plus a reduction of many blocks and one in place (in
+        # lines: no scratch)
         self.source = shmem.array(n * CN, np.int64)
         self.source.copy_to_device(source_of(self.me, n, np.int64))
         self.dests = {name: shmem.zeros(n * CN, np.int64) for name in shmem._HOST_COLLECTIVES}
@@ -144,7 +145,6 @@ class Graphs:
         self.big_out = shmem.zeros(20000, np.int64)
         self.in_place = shmem.zeros(CN, np.int64)
         self.cn = CN
-        shmem.sum_reduce(shmem.TEAM_WORLD, self.in_place, self.in_place, CN)  # scratch
         # this test's own kernels are loaded before any capture (numba loads a module
         # at a kernel's first launch, which a capture in global mode refuses); the
         # library's kernels are not: the first capture prepares them
@@ -290,15 +290,16 @@ def graphs_run(replays):
         with cuda.defer_cleanup():  # numba frees nothing during the capture
             capture(graphs, replays)
         graphs.verdict(kind, replays)
-    # an in-place reduction of a size not seen before needs scratch: refused in a capture
+    # an in-place reduction too large for lines, of a size not seen before, needs
+    # scratch: refused in a capture
     from cuda.bindings import driver as cu
 
     stream = cuda.stream()
     handle = int(stream.handle)
-    fresh = shmem.zeros(4 * graphs.cn, np.int64)
+    fresh = shmem.zeros(600, np.int64)
     cu.cuStreamBeginCapture(handle, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
     try:
-        shmem.sum_reduce(shmem.TEAM_WORLD, fresh, fresh, 4 * graphs.cn, stream=stream)
+        shmem.sum_reduce(shmem.TEAM_WORLD, fresh, fresh, 600, stream=stream)
     except shmem.ShmemUsageError as error:
         say(f"EXPECTED {error}")
     cu.cuStreamEndCapture(handle)

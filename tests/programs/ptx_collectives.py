@@ -1,11 +1,14 @@
 """Compile every collective for sm_90 (no GPU needed); print a bitwise
-reduction's typing error on floats, then broadcast_block's PTX."""
+reduction's typing error on floats, then broadcast_block's PTX, then the PTX of
+the host reductions in lines (float64 sum, int32 max)."""
 
 import sys
 
+import numpy as np
 from numba import cuda, types
 
 import numba_shmem as shmem
+from numba_shmem._stream import _kernels
 
 
 def every(team, dest, source, n):
@@ -39,3 +42,7 @@ except Exception as exc:  # the typing error is the output
 ptx, _ = cuda.compile_ptx(broadcast, (types.int64, types.float64[::1], types.float64[::1],
                                       types.int64), cc=(9, 0))
 sys.stdout.write("=== broadcast_block\n" + ptx)
+for op, dtype in (("sum", np.float64), ("max", np.int32)):
+    kernel = _kernels.line_reduce_kernel(op, np.dtype(dtype).itemsize // 4)
+    ptx, _ = cuda.compile_ptx(kernel.py_func, _kernels.argtypes("lines", dtype), cc=(9, 0))
+    sys.stdout.write(f"=== lines {op} {np.dtype(dtype)}\n" + ptx)
