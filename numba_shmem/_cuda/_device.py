@@ -886,16 +886,35 @@ def _make_collective(name, debug):
                 + ("    if me == root:\n" + _indent(spread(shift), 2) if kind == "broadcast"
                    else _indent(spread(shift), 1)))
     elif kind == "alltoall":
+        # Members on other nodes first (their requests go out while the direct
+        # copies run). Where every member's part is whole 16-byte vectors and the
+        # block has a thread for each vector of each part, thread t moves vector
+        # t % count of part t // count: one load and one store each, instead of a
+        # copy per member in turn (the stream tier launches enough threads);
+        # else each thread takes its share of every part, member after member.
         params = "team, dest, source, nelems"
-        direct = (f"        dst = _remote(dest, pe, {name!r}) + me * nelems * dest.itemsize\n"
-                  "        src = _addr(source) + j * nelems * source.itemsize\n"
-                  "        nbytes = nelems * source.itemsize\n" + _indent(_copy_source(), 1))
-        body = ("    for j in range(size):\n"
+        direct = (f"dst = _remote(dest, pe, {name!r}) + me * nbytes\n"
+                  "src = _addr(source) + j * nbytes\n" + textwrap.dedent(_copy_source()))
+        body = ("    nbytes = nelems * source.itemsize\n"
+                "    for j in range(size):\n"
                 "        pe = _team_entry(team, 2 + j)\n"
                 "        if _far(pe):\n"
                 + _indent(far_put(" + me * nelems * dest.itemsize",
-                                  " + j * nelems * source.itemsize"), 2)
-                + "        else:\n" + _indent(direct, 1))
+                                  " + j * nelems * source.itemsize"), 2) +
+                "    count = nbytes >> 4\n"
+                "    if ((_addr(dest) | _addr(source) | nbytes) & 15) == 0 and "
+                "size * count <= stride:\n"
+                "        if start < size * count:\n"
+                "            j = start // count\n"
+                "            at = (start - j * count) << 4\n"
+                "            pe = _team_entry(team, 2 + j)\n"
+                "            if not _far(pe):\n"
+                f"                _store16(_remote(dest, pe, {name!r}) + me * nbytes + at,\n"
+                "                         _load16(_addr(source) + j * nbytes + at))\n"
+                "    else:\n"
+                "        for j in range(size):\n"
+                "            pe = _team_entry(team, 2 + j)\n"
+                "            if not _far(pe):\n" + _indent(direct, 4))
     else:
         op, what = kind.split("_")
         params = "team, dest, source, nelems"

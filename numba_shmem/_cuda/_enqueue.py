@@ -69,6 +69,10 @@ class Prepared:
             # loading the module runs the device state's setup (this PE's numbers)
             kernel_handle = overload._codelibrary.get_cufunc().handle
             (_, function) = _check(cu.cuKernelGetFunction(kernel_handle), "cuKernelGetFunction")
+            #: the largest block this kernel can be launched with (its registers allow)
+            (_, self.max_threads) = _check(cu.cuFuncGetAttribute(
+                cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function),
+                "cuFuncGetAttribute")
         codes, fields, params = [], [], []
         for argtype in argtypes:
             k = len(params)

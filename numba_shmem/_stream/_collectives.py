@@ -174,7 +174,11 @@ def _run_gpu(tier, plan, team, size, dest, source, nelems, root, in_place, strea
         # every member has read this source)
         out = (tier.scratch(team, nelems, dtype, stream, plan.name), max(nelems, 1)) \
             if in_place else (dest.address, dest.size)
-        kernel.launch(1, _THREADS, stream, team, *out, source.address, source.size, nelems,
+        threads = _THREADS
+        if plan.name == "alltoall":  # a thread for each 16-byte vector of every part
+            vectors = size * nelems * dtype.itemsize // 16
+            threads = min(kernel.max_threads // 32 * 32, max(_THREADS, -(-vectors // 32) * 32))
+        kernel.launch(1, threads, stream, team, *out, source.address, source.size, nelems,
                       *root)
         if in_place and nelems:
             tier.enqueue.copy(dest.address, out[0], nelems * dtype.itemsize, stream)

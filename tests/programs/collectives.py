@@ -198,6 +198,10 @@ def main():
         for name in ("broadcast_block", "fcollect_block"):
             for dtype, n in ((np.int64, 100), (np.int64, 300), (np.int32, 37)):
                 run(shmem.TEAM_WORLD, name, dtype, n)
+        # alltoall's: a thread to each vector of every part (16 a part, up to 4
+        # members), and parts that take the member-by-member copy
+        for dtype, n in ((np.int64, 32), (np.int64, 100)):
+            run(shmem.TEAM_WORLD, "alltoall_block", dtype, n)
     shmem.finalize()
     sys.stdout.write(f"PE {me}: collectives ok\n")
 
