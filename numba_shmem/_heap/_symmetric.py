@@ -99,7 +99,8 @@ class SymmetricHeap:
             raise ShmemConfigError(
                 "NUMBA_SHMEM_HEAP_SIZE", str(backend.capacity),
                 f"more than the {self.reserved} bytes the runtime keeps for the barriers (and line "
-                f"slots) of {bootstrap.size} PEs (at least 4M is sensible)")
+                f"slots) of {bootstrap.size} PEs (at least "
+                f"{max(4, -(-self.reserved // (1 << 20)) + 2)}M is sensible)")
         backend.ensure_mapped(self.reserved)
         backend.fill_zero(0, self.reserved)
         self.allocator = OffsetAllocator(backend.capacity, start=self.reserved)
