@@ -43,9 +43,9 @@ def test_the_root_of_a_broadcast_loads_each_vector_once_for_every_member(collect
 def test_a_reduction_in_lines_stores_and_polls_at_system_scope(collectives_ptx, kernel, words):
     """Each word goes to a peer with st.relaxed.sys (the mark and the data in
     one 8-byte store: a reader sees both or neither) and is waited for with
-    ld.acquire.sys in a loop (not one load hoisted out of it). No fence and no
-    team synchronization: the one fence is the end of a cycle of marks's, after
-    the zeroing of the set."""
+    ld.acquire.sys in a loop (not one load hoisted out of it). No team
+    synchronization, and one fence: membar.sys after a set is zeroed at the end
+    of a cycle of marks."""
     ptx = collectives_ptx.split(f"=== lines {kernel}\n")[1].split("=== ")[0]
     stores = re.findall(r"st\.relaxed\.sys\.b64", ptx)
     # LLVM unrolls the loop over members: several stores of each word
