@@ -30,7 +30,7 @@ class Tier:
             self.enqueue = _enqueue
         self._prepared = {}
         self._scratch = {}  # team -> device array an in-place reduction reduces into
-        self._lines = {}  # team -> its line slots (_heap/_symmetric.py), as line_slots gives them
+        self._slots = {}  # team -> its line slots (_heap/_symmetric.py), as line_slots gives them
         #: (plan, team, dtype) -> a host reduction's launch in lines, or None (_collectives.py)
         self.lines = {}
         #: the teams this PE has made reductions in lines on (captured ones included): only
@@ -63,10 +63,10 @@ class Tier:
         if not (dtype.itemsize in (4, 8) and nelems * dtype.itemsize <= LINE_BYTES
                 and dtype.kind in "iuf" and team < LINE_TEAMS and self.runtime.heap.lines):
             return None
-        found = self._lines.get(team)
+        found = self._slots.get(team)
         if found is None:
             offset, nbytes = line_slots(team, self.runtime.bootstrap.size)
-            found = self._lines[team] = self._words(offset, nbytes // 8)
+            found = self._slots[team] = self._words(offset, nbytes // 8)
         return found
 
     def team_row(self, team):
