@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from ._errors import ShmemUsageError
-from ._heap._symmetric import LINE_TEAMS, line_slots, sync_row, team_state
+from ._heap._symmetric import LINE_TEAMS, line_slots, sync_row, team_words
 from ._runtime import require
 
 TEAM_WORLD = 0
@@ -185,6 +185,6 @@ def team_destroy(team):
     # the same for the count of reductions in lines (a member waits for words
     # marked with it) and their slots: every word sent there has arrived
     npes = runtime.bootstrap.size
-    runtime.heap.backend.fill_zero(team_state(npes)[0] + 16 * team, 16)
+    runtime.heap.backend.fill_zero(*team_words(team, npes))
     if runtime.heap.lines and team < LINE_TEAMS:
         runtime.heap.backend.fill_zero(*line_slots(team, npes))

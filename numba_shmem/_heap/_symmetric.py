@@ -66,6 +66,11 @@ def team_state(npes):
     return _aligned(sync_row(MAX_TEAMS, npes)[0]), MAX_TEAMS * 16
 
 
+def team_words(team, npes):
+    """(offset, bytes) of ``team``'s two state words (``team_state``)."""
+    return team_state(npes)[0] + 16 * team, 16
+
+
 def line_slots(team, npes):
     """(offset, bytes) of ``team``'s line slots, after the state words: two
     sets (a call uses the set of its number's parity), each of LINE_WORDS uint64

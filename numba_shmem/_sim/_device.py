@@ -21,6 +21,7 @@ from .._arrays import peer_view
 from .._errors import ShmemTimeoutError, ShmemUsageError
 from .._runtime import require
 from .._transport import proxy_for
+from .._transport._ring import _bits as _ring_bits, _value as _ring_value
 from ._heap import host_array
 
 _COMPARE = {
@@ -80,16 +81,15 @@ def _cast(value, dtype):
 
 def bits(like, value):
     """``value`` as ``like``'s dtype, its bits as a non-negative int (the
-    simulator's form of the GPU's bit cast, ``_cuda/_proxied._bits``)."""
-    dtype = host_array(like).dtype
-    return int(np.asarray(value, dtype).view(f"u{dtype.itemsize}"))
+    simulator's form of the GPU's bit cast, ``_cuda/_proxied._bits``; the
+    proxy's ring casts the same way)."""
+    return int(_ring_bits(np.asarray(value, host_array(like).dtype)))
 
 
 def from_bits(like, word):
     """The value of ``like``'s dtype whose bits are the low bits of ``word``."""
     dtype = host_array(like).dtype
-    low = int(word) & ((1 << (8 * dtype.itemsize)) - 1)
-    return np.asarray(low, f"u{dtype.itemsize}").view(dtype)[()]
+    return dtype.type(_ring_value(np.uint64(int(word) & 0xFFFF_FFFF_FFFF_FFFF), dtype))
 
 
 # -- cooperative scope ---------------------------------------------------------
@@ -300,12 +300,12 @@ def _settle(team, members, name):
     """Before a collective that puts into members' arrays: if the team's last
     collective was a host reduction in lines, a member may still be writing its
     dest (``_stream/_kernels.line_reduce_kernel``): wait for every member."""
-    from .._heap._symmetric import team_state
+    from .._heap._symmetric import team_words
 
     runtime = require(name)
-    rank = runtime.bootstrap.rank
-    flag = runtime.heap.backend.view(
-        rank, team_state(runtime.bootstrap.size)[0] + 16 * team + 8, (1,), np.dtype(np.uint64))
+    offset, _size = team_words(team, runtime.bootstrap.size)
+    flag = runtime.heap.backend.view(runtime.bootstrap.rank, offset + 8, (1,),
+                                     np.dtype(np.uint64))
     if flag[0]:
         _team_barrier(members, name)
         flag[0] = 0
