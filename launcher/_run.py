@@ -11,6 +11,8 @@ import tempfile
 import threading
 import time
 
+from numba_shmem._bootstrap import _wire
+
 from ._mps import MpsDaemon, MpsError
 from ._rendezvous import RendezvousServer
 
@@ -20,17 +22,6 @@ TIMEOUT_EXIT = 124
 JANITOR_JOB = "SHMEM_RUN_JANITOR_JOB"
 #: how long the verdict waits for the PE whose departure failed the others to exit
 _CULPRIT_WAIT_S = 15.0
-#: The rendezvous and the MPS daemon make Unix sockets in the job's directory,
-#: and a socket's path must fit in 108 bytes: a longer TMPDIR is passed over.
-_MAX_PARENT = 40
-
-
-def job_parent():
-    """Where the job's private directory goes: TMPDIR (or tempfile's default)
-    when its path is short, else /tmp."""
-    parent = tempfile.gettempdir()
-    return parent if len(parent) <= _MAX_PARENT else "/tmp"
-
 
 #: the simulator's heap segments (numba_shmem._sim._heap.segment_path)
 _SEGMENT = "/dev/shm/nshmem-{job_id}-{pe}"
@@ -53,14 +44,21 @@ def _exit_code(returncode):
     return 128 - returncode if returncode < 0 else returncode
 
 
+def _signal_name(signum):
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def _describe(pe, returncode):
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"PE {pe} was killed by {name} (exit {128 - returncode})"
+        return f"PE {pe} was killed by {_signal_name(-returncode)} (exit {128 - returncode})"
     return f"PE {pe} exited with code {returncode}"
+
+
+def _count(number, noun="PE"):
+    return f"{number} {noun}{'s' if number != 1 else ''}"
 
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -100,11 +98,13 @@ class Job:
         self.plan = plan
         self.children = []
         self.pumps = []
-        self.jobdir = tempfile.mkdtemp(prefix="shmem-run-", dir=job_parent())  # mode 0700
+        # mode 0700; the rendezvous and the MPS daemon make Unix sockets in it
+        self.jobdir = tempfile.mkdtemp(prefix="shmem-run-", dir=_wire.socket_parent())
         self.job_id = secrets.token_hex(6)
         self.server = None
         self.mps = None
-        self.forwarded = None
+        self.forwarded = None   # the signal from outside that stops the job
+        self.stopped = set()    # the PEs a signal was sent to while they ran
         self.janitor = None
         self._janitor_pipe = None
 
@@ -149,6 +149,8 @@ class Job:
             self.mps.start()
             extra.update(self.mps.env)
         for pe in range(plan.npes):
+            if self.forwarded is not None:
+                break  # stopped from outside while starting: start no more
             pipe = subprocess.PIPE if plan.tag_output else None
             child = subprocess.Popen(plan.command, env=plan.pe_env(pe, extra),
                                      stdout=pipe, stderr=pipe, start_new_session=True)
@@ -160,21 +162,25 @@ class Job:
                     pump.start()
                     self.pumps.append(pump)
 
-    def signal_all(self, signum):
-        for child in self.children:
-            if child.poll() is None:
+    def signal_all(self, signum, pes=None):
+        """Send ``signum`` to the live PEs among ``pes`` (None: all of them)."""
+        for pe, child in enumerate(self.children):
+            if (pes is None or pe in pes) and child.poll() is None:
                 try:
                     os.killpg(child.pid, signum)
                 except ProcessLookupError:
-                    pass
+                    continue
+                self.stopped.add(pe)
 
-    def stop_all(self):
-        """SIGTERM every live PE, then SIGKILL what is left after the grace period;
-        returns how many had to be stopped."""
-        live = [child for child in self.children if child.poll() is None]
-        self.signal_all(signal.SIGTERM)
+    def stop_all(self, signum=signal.SIGTERM):
+        """Send ``signum`` to every live PE that no signal was sent to yet (one
+        forwarded from outside needs no second), then SIGKILL what is left after
+        the grace period; returns how many PEs were stopped."""
+        self.signal_all(signum, [pe for pe in range(len(self.children))
+                                 if pe not in self.stopped])
         deadline = time.monotonic() + self.plan.grace
-        while any(child.poll() is None for child in live) and time.monotonic() < deadline:
+        while any(child.poll() is None for child in self.children) and \
+                time.monotonic() < deadline:
             time.sleep(_POLL)
         # SIGKILL the whole process group: grandchildren too
         for child in self.children:
@@ -184,13 +190,15 @@ class Job:
                 pass
         for child in self.children:
             child.wait()
-        return len(live)
+        return len(self.stopped)
 
     def wait(self):
-        """Until all PEs exit 0, the first failure, or the timeout. Returns
-        ``(failed_pe or None, timed_out)``."""
+        """Until all PEs exit 0, the first failure, the timeout or a signal from
+        outside (``self.forwarded``). Returns ``(failed_pe or None, timed_out)``."""
         deadline = None if self.plan.timeout is None else time.monotonic() + self.plan.timeout
         while True:
+            if self.forwarded is not None:
+                return None, False  # the PEs that die of it did not fail the job
             codes = [child.poll() for child in self.children]
             for pe, code in enumerate(codes):
                 if code not in (None, 0):
@@ -251,17 +259,24 @@ def run(plan):
             job.stop_all()
             return 1
         failed, timed_out = job.wait()
+        if job.forwarded is not None:
+            signum = job.forwarded
+            stopped = job.stop_all(signum)
+            print(f"shmem-run: the job was stopped from outside by {_signal_name(signum)} "
+                  f"(exit {128 + signum}); stopped {_count(stopped)}",
+                  file=sys.stderr, flush=True)
+            return 128 + signum
         if timed_out:
             stopped = job.stop_all()
             print(f"shmem-run: the job ran past --timeout {plan.timeout:g} s; "
-                  f"stopped {stopped} PEs", file=sys.stderr, flush=True)
+                  f"stopped {_count(stopped)}", file=sys.stderr, flush=True)
             return TIMEOUT_EXIT
         if failed is None:
             return 0
         failed = job.culprit(failed)
         code = job.children[failed].returncode
         stopped = job.stop_all()
-        others = f"; stopped {stopped} other PE{'s' if stopped != 1 else ''}" if stopped else ""
+        others = f"; stopped {_count(stopped, 'other PE')}" if stopped else ""
         print(f"shmem-run: {_describe(failed, code)}{others}", file=sys.stderr, flush=True)
         return _exit_code(code)
     except BaseException:

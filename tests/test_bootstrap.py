@@ -5,12 +5,13 @@ import re
 import socket
 import sys
 import threading
+import types
 
 import pytest
 
-from conftest import ROOT, mpiexec, mpiexec_job, run_hard, shm_entries
-from numba_shmem import ShmemBootstrapError
-from numba_shmem._bootstrap import _wire
+from conftest import ROOT, _FOREIGN_RANKS, mpiexec, mpiexec_job, run_hard, shm_entries
+from numba_shmem import ShmemBootstrapError, ShmemUsageError
+from numba_shmem._bootstrap import FOREIGN_LAUNCHERS, _wire, start
 from numba_shmem._bootstrap._launcher import LauncherBootstrap
 from shmem_run._rendezvous import RendezvousServer
 
@@ -170,6 +171,65 @@ def test_strangers_on_the_mpi_descriptor_sockets_are_dropped():
     lines = sorted(re.findall(r"PE \d: .*", result.stdout))
     assert lines == [f"PE {pe}: directory mode 0o700, received ['from 0', 'from 1']"
                      for pe in (0, 1)], result.stdout + result.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+def test_a_long_tmpdir_keeps_the_mpi_sockets_short(tmp_path):
+    """A socket's path must fit in 108 bytes. Before: init() failed with
+    ``OSError: AF_UNIX path too long`` under a TMPDIR of 100 characters."""
+    tmpdir = tmp_path / ("t" * max(1, 100 - len(str(tmp_path))))
+    tmpdir.mkdir()
+    result = _mpiexec(2, ["mpi_bootstrap.py", "socket_dir"], env={"TMPDIR": str(tmpdir)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = sorted(re.findall(r"PE (\d): socket (\S+), received (.*)", result.stdout))
+    assert [(pe, seen) for pe, _path, seen in found] == [
+        (str(pe), "['from 0', 'from 1']") for pe in (0, 1)], result.stdout + result.stderr
+    for _pe, path, _seen in found:  # a private directory of its own, in /tmp, now gone
+        assert os.path.dirname(os.path.dirname(path)) == "/tmp"
+        assert not os.path.exists(os.path.dirname(path))
+    assert not list(tmpdir.iterdir())
+
+
+@pytest.mark.parametrize("env,seen,launch", [
+    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}, "RANK=1 WORLD_SIZE=2", "shmem-run -n 2"),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, "SLURM_PROCID=0 SLURM_NTASKS=2", "shmem-run -n 2"),
+    ({"SLURM_PROCID": "3", "SLURM_NPROCS": "8"}, "SLURM_PROCID=3 SLURM_NPROCS=8", "shmem-run -n 8"),
+], ids=["torchrun", "srun", "srun-nprocs"])
+def test_another_launchers_ranks_are_refused(env, seen, launch):
+    """Before: under torchrun (or a bare srun) each process ran as a job of one
+    PE, ``my_pe 0 n_pes 1``, with no error."""
+    before = shm_entries()
+    result = run_hard([sys.executable, ROOT / "samples/ring.py"], 120, env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "of 1 received" not in result.stdout
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("numba_shmem._errors.ShmemUsageError: ") and seen in error
+    assert launch in error and "mpi4py" in error
+    assert shm_entries() == before
+
+
+@pytest.mark.parametrize("launcher,rank,size", [
+    (launcher, rank, size) for launcher, rank, sizes in FOREIGN_LAUNCHERS for size in sizes])
+def test_every_foreign_launcher_is_refused_naming_its_variables(launcher, rank, size):
+    config = types.SimpleNamespace(wait_timeout=5, node_size=0)
+    with pytest.raises(ShmemUsageError, match=rf"started by {launcher} as one of 3 processes "
+                                              rf"\({rank}=2 {size}=3\).*shmem-run -n 3.*"
+                                              rf"unset {rank}$"):
+        start(config, {rank: "2", size: "3"})
+    # the tests' processes do not inherit a CI job's rank variables
+    assert rank in _FOREIGN_RANKS
+
+
+@pytest.mark.parametrize("env", [
+    {}, {"RANK": "0", "WORLD_SIZE": "1"}, {"SLURM_PROCID": "0", "SLURM_NTASKS": "1"},
+    # the step's count, where srun gives it, decides (not the allocation's)
+    {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_STEP_NUM_TASKS": "1"},
+])
+def test_a_job_of_one_process_is_one_pe(env):
+    result = run_hard([sys.executable, ROOT / "samples/ring.py"], 120, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == "PE 0 of 1 received 0\n"
 
 
 def test_a_pe_number_says_hello_once(server):

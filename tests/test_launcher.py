@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, _clean_env, shm_entries, shmem_run
+from numba_shmem._bootstrap import _wire
 from shmem_run._cli import build_parser, parse_args
 from shmem_run._plan import MULTICAST_OFF, make_plan
-from shmem_run._run import job_parent
 
 
 def _plan(argv, gpus=0, mps="/usr/bin/nvidia-cuda-mps-control", environ=None):
@@ -201,10 +201,11 @@ def test_a_killed_launcher_leaves_nothing_behind(tmp_path):
 
 
 def test_the_job_directory_stays_short_for_unix_sockets(monkeypatch, tmp_path):
+    """The launcher's rule is the MPI bootstrap's (tests/test_bootstrap.py runs it)."""
     monkeypatch.setattr(tempfile, "tempdir", "/scratch/t")
-    assert job_parent() == "/scratch/t"
+    assert _wire.socket_parent() == "/scratch/t"
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / ("x" * 80)))
-    assert job_parent() == "/tmp"
+    assert _wire.socket_parent() == "/tmp"
 
 
 def _mps_daemon(jobdir):
@@ -215,24 +216,46 @@ def _mps_daemon(jobdir):
         return []
 
 
-def test_sigint_is_forwarded(tmp_path):
-    before = shm_entries()
+def _stop_from_outside(piddir, npes, signum):
+    """Send ``signum`` to shmem-run running ``npes`` sleeping PEs, as a user's
+    Ctrl-C, ``timeout`` or a batch scheduler does; returns ``(code, stderr)``."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shmem_run", "-n", "2", str(ROOT / "tests/programs/exits.py"),
-         "sleep", str(tmp_path)], cwd=ROOT, env=_clean_env({}), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        [sys.executable, "-m", "shmem_run", "-n", str(npes),
+         str(ROOT / "tests/programs/exits.py"), "sleep", str(piddir)], cwd=ROOT,
+        env=_clean_env({}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while len(os.listdir(tmp_path)) < 2 and time.monotonic() < deadline:
+        while len(os.listdir(piddir)) < npes and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=20)
+        proc.send_signal(signum)
+        _out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 128 + signal.SIGINT, err
-    assert "killed by SIGINT" in err
+    return proc.returncode, err
+
+
+def test_sigint_is_forwarded(tmp_path):
+    before = shm_entries()
+    code, err = _stop_from_outside(tmp_path, 2, signal.SIGINT)
+    assert code == 128 + signal.SIGINT, err
+    assert "the job was stopped from outside by SIGINT (exit 130); stopped 2 PEs" in err
+    assert not any(_alive(pid) for pid in _pids(tmp_path))
+    assert shm_entries() == before
+
+
+def test_a_stop_from_outside_blames_no_pe(tmp_path):
+    """Before: "PE 1 was killed by SIGTERM (exit 143); stopped 1 other PE" when
+    ``timeout`` stopped shmem-run and its 4 PEs."""
+    before = shm_entries()
+    code, err = _stop_from_outside(tmp_path, 4, signal.SIGTERM)
+    assert code == 128 + signal.SIGTERM, err
+    lines = [line for line in err.splitlines() if line.startswith("shmem-run:")]
+    assert lines[-1] == ("shmem-run: the job was stopped from outside by SIGTERM (exit 143); "
+                         "stopped 4 PEs"), err
+    assert "PE 1" not in err and len(_pids(tmp_path)) == 4
     assert not any(_alive(pid) for pid in _pids(tmp_path))
     assert shm_entries() == before
 

@@ -60,7 +60,8 @@ class MPIBootstrap(Bootstrap):
         self.job_id = self._comm.bcast(secrets.token_hex(6) if self.rank == 0 else None)
         self._pids = tuple(self._node.allgather(os.getpid()))
         self._groups = {}
-        self._dir = tempfile.mkdtemp(prefix="nshmem-")  # mode 0700: this user's only
+        # mode 0700: this user's only; not under a TMPDIR too long for a socket's path
+        self._dir = tempfile.mkdtemp(prefix="nshmem-", dir=_wire.socket_parent())
         try:
             self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._listener.bind(os.path.join(self._dir, "fds.sock"))

@@ -2,13 +2,14 @@
 
 A message is a fixed header (two lengths), a small JSON object and an opaque
 payload; file descriptors ride along with the header through SCM_RIGHTS. The
-launcher imports this module to speak the same protocol; it imports nothing else
-from the library.
+launcher imports this module to speak the same protocol and to put its sockets
+where the MPI bootstrap puts its own; it imports nothing else from the library.
 """
 
 import json
 import socket
 import struct
+import tempfile
 
 _HEADER = struct.Struct("!II")
 #: The most descriptors one message may carry.
@@ -17,10 +18,20 @@ MAX_FDS = 1024
 #: finalize() need not wait for (other reasons are free text).
 FINALIZED = "called shmem.finalize()"
 EXITED = "exited"
+#: A Unix socket's path must fit in 108 bytes: the private directories that hold
+#: sockets (a few names deep) go in TMPDIR only when its path is this short.
+MAX_SOCKET_PARENT = 40
 
 
 class ConnectionClosed(EOFError):
     """The other end closed the connection."""
+
+
+def socket_parent():
+    """Where a private directory for Unix sockets goes: TMPDIR (or tempfile's
+    default) when its path is short, else /tmp."""
+    parent = tempfile.gettempdir()
+    return parent if len(parent) <= MAX_SOCKET_PARENT else "/tmp"
 
 
 def send(sock, meta, payload=b"", fds=()):

@@ -1,10 +1,12 @@
-"""The MPI bootstrap's descriptor sockets against strangers.
+"""The MPI bootstrap's descriptor sockets: against strangers, under a long TMPDIR.
 
-    mpiexec -n 2 python mpi_bootstrap.py strangers
+    mpiexec -n 2 python mpi_bootstrap.py strangers|socket_dir
 
-On rank 0, one process connects to rank 1's descriptor socket and says
-nothing, another sends a wrong secret; then the ranks exchange descriptors,
-which must arrive right.
+strangers: on rank 0, one process connects to rank 1's descriptor socket and
+says nothing, another sends a wrong secret; then the ranks exchange
+descriptors, which must arrive right.
+socket_dir: the ranks exchange descriptors and say where their sockets are
+(run with a TMPDIR too long for a socket's path).
 """
 
 import os
@@ -31,6 +33,19 @@ def say(line):
     os.write(1, (line + "\n").encode())
 
 
+def exchange_files(boot):
+    """What every local rank's file, passed to this rank by descriptor, says."""
+    with tempfile.TemporaryFile() as f:
+        f.write(b"from %d" % boot.rank)
+        f.flush()
+        got = boot.exchange_fds([f.fileno()], "test descriptors")
+        seen = [os.pread(fds[0], 16, 0).decode() for fds in got]
+        for index, fds in enumerate(got):
+            if index != boot.local_rank:
+                os.close(fds[0])
+    return seen
+
+
 def strangers():
     shmem.init()
     boot = _runtime.current().bootstrap
@@ -47,18 +62,20 @@ def strangers():
             assert proc.stdout.readline().strip() == "connected"
             started.append(proc)
     boot.barrier("strangers connected")
-    with tempfile.TemporaryFile() as f:
-        f.write(b"from %d" % me)
-        f.flush()
-        got = boot.exchange_fds([f.fileno()], "test descriptors")
-        seen = [os.pread(fds[0], 16, 0).decode() for fds in got]
-        for index, fds in enumerate(got):
-            if index != boot.local_rank:
-                os.close(fds[0])
+    seen = exchange_files(boot)
     for proc in started:
         proc.kill()
         proc.wait()
     say(f"PE {me}: directory mode {mode}, received {seen}")
+    shmem.finalize()
+
+
+def socket_dir():
+    shmem.init()
+    boot = _runtime.current().bootstrap
+    seen = exchange_files(boot)
+    shmem.barrier_all()
+    say(f"PE {boot.rank}: socket {boot._paths[boot.local_rank]}, received {seen}")
     shmem.finalize()
 
 
