@@ -84,7 +84,7 @@ class Runtime:
 
                 backend = SimHeap(self.bootstrap, config)
                 self._undo.push(backend.close)
-            self.heap = SymmetricHeap(backend, self.bootstrap)
+            self.heap = SymmetricHeap(backend, self.bootstrap, self.synchronize)
             self.proxy = _transport.start(self)
             if self.proxy is not None:
                 self._undo.push(self.proxy.close)

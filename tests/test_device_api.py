@@ -258,13 +258,20 @@ def test_simulator_errors(scenario, error, message):
 
 
 def test_debug_checks_are_compiled_in_only_when_asked(ptx, debug_ptx):
-    for case in ("put_block", "atomics"):
+    for case in ("put_block", "atomics", "iput_iget"):
         assert "trap;" not in ptx[case] and "vprintf" not in ptx[case]
         assert "trap;" in debug_ptx[case] and "vprintf" in debug_ptx[case]
     assert "numba-shmem: shmem.put_block: PE %ld called it with pe=%ld, outside 0..%ld" in \
         _strings(debug_ptx["put_block"])
     assert "shmem.atomic_fetch_add: PE %ld passed address 0x%lx, which is not on the symmetric " \
            "heap" in _strings(debug_ptx["atomics"])
+    # the strided range of both arrays, in each of iput and iget
+    # (numba's print makes a constant of each piece)
+    strided = _strings(debug_ptx["iput_iget"])
+    assert "\nelements of dest at stride\n" in strided and \
+        "\nelements of source at stride\n" in strided and \
+        "\n; pass a smaller nelems or stride\n" in strided, strided
+    assert all(f"numba-shmem: shmem.{name}: PE\n" in strided for name in ("iput", "iget"))
 
 
 def _strings(ptx):
@@ -289,6 +296,11 @@ def _strings(ptx):
                     r"PE 0 holds 16 ; pass a source no larger than dest"),
     ("get_overrun", r"numba-shmem: shmem\.get: PE 0 asked to copy 20 elements but source on "
                     r"PE 0 holds 16 ; pass a dest no larger than source"),
+    ("iput_overrun", r"numba-shmem: shmem\.iput: PE 0 asked for 10 elements of dest at stride 2 "
+                     r", up to element 18 , but dest holds 16 ; pass a smaller nelems or stride"),
+    ("iget_overrun", r"numba-shmem: shmem\.iget: PE 0 asked for 6 elements of source at stride "
+                     r"3 , up to element 15 , but source holds 8 ; pass a smaller nelems or "
+                     r"stride"),
 ])
 def test_debug_checks_stop_the_kernel_naming_the_function_and_pe(scenario, message):
     result = shmem_run(1, "device_errors.py", scenario, timeout=120,
@@ -303,6 +315,10 @@ def test_debug_checks_stop_the_kernel_naming_the_function_and_pe(scenario, messa
                     r"16; pass a source no larger than dest"),
     ("get_overrun", r"shmem\.get: PE 0 asked to copy 20 elements but source on PE 0 holds 16; "
                     r"pass a dest no larger than source"),
+    ("iput_overrun", r"shmem\.iput: PE 0 asked for 10 elements of dest at stride 2, up to "
+                     r"element 18, but dest holds 16; pass a smaller nelems or stride"),
+    ("iget_overrun", r"shmem\.iget: PE 0 asked for 6 elements of source at stride 3, up to "
+                     r"element 15, but source holds 8; pass a smaller nelems or stride"),
 ])
 def test_debug_mode_refuses_a_transfer_past_the_symmetric_array(scenario, message):
     result = shmem_run(1, "device_errors.py", scenario, env={"NUMBA_SHMEM_DEBUG": "1"})

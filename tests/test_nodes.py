@@ -89,15 +89,65 @@ def test_collectives_and_teams_across_nodes(mode):
         assert pe_lines(result) == [f"PE {pe}: teams ok" for pe in range(4)]
 
 
+def test_program_order_holds_across_host_and_kernel_calls_toward_another_node():
+    """A kernel's p + fence, then (after cuda.synchronize) a host put to the
+    same element: the host's value stays; the other way round, the kernel's;
+    a kernel's put + fence, then a host signal_op: the data is there when the
+    signal is (before: on an H200 the kernel's p won in 11 of 12 rounds)."""
+    result = nodes_run(2, 1, "cross_path.py", 20 if BACKEND == "cuda" else 3)
+    assert pe_lines(result) == [f"PE 1: {mode} ok" for mode in (
+        "host_put_then_kernel_p", "kernel_p_then_host_put", "kernel_put_then_host_signal")]
+
+
+def test_free_completes_requests_still_in_the_proxy():
+    """Puts, a kernel's put_nbi and a signal toward another node, then free
+    and zeros at once: the next array holds zeros (before: on the simulator
+    8,576 of 12,288 elements held the freed array's data)."""
+    result = nodes_run(2, 1, "free_completes.py", 3)
+    assert pe_lines(result) == [
+        f"PE 1: free after {way} ok" for way in ("host put", "host signal", "kernel put_nbi")]
+
+
+def test_a_target_refuses_requests_outside_its_heap_and_goes_on_serving():
+    """A kernel's iput and iget that stride past the target's heap: the sender
+    raises the target's refusal, naming the call, the PE and the bytes; the
+    target's proxy serves the next put (before: its proxy thread died on the
+    simulator; on an H200 the put overwrote another PE's array)."""
+    result = nodes_run(2, 1, "proxy_trust.py", env={"NUMBA_SHMEM_WAIT_TIMEOUT": "20"})
+    refused = (r"PE 0: .*(shmem\.{0}|a kernel's {1} \(ring ticket \d+\)) toward PE 1: PE 1 "
+               r"refused it: a {1} of 8 bytes at heap offset \d+ runs outside the \d+ mapped bytes "
+               r"of its heap")
+    lines = pe_lines(result)
+    assert len(lines) == 3 and "PE 1: the proxy still serves" in lines, lines
+    assert sum(bool(re.match(refused.format("iput", "put"), line)) for line in lines) == 1, lines
+    assert sum(bool(re.match(refused.format("iget", "get"), line)) for line in lines) == 1, lines
+
+
+@pytest.mark.skipif(BACKEND != "sim", reason="the simulator's message; the GPU's kernel stops "
+                    "the same way as under shmem-run (test_departures.py)")
+def test_a_reduction_in_lines_under_mpi_stops_when_a_member_leaves():
+    """Under MPI (no launcher to ask what the PE did): PE 1 exits 0 without
+    finalize while PE 0 waits for its part of a reduction in lines (one node:
+    lines go between the PEs' heaps); PE 0's wait ends at once naming PE 1."""
+    result = nodes_run(2, 2, "departures.py", "member_left", timeout=120)
+    found = re.search(r"PE 0 after (\d+) s: ShmemUsageError: (tid=.*: )?PE 1 left the job "
+                      r"before reaching shmem\.sum_reduce, which PE 0 waits in", result.stdout)
+    assert found and int(found.group(1)) < 30, result.stdout + result.stderr
+
+
 @pytest.mark.skipif(BACKEND != "sim", reason="the ring's host side, driven from Python threads "
                     "on the simulator's heap")
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_device_ring_delivers_every_request_once_in_order(seed):
     """The GPU's ring (_transport/_ring.py) with Python threads posting as GPU
     threads do: 2,096 requests per PE (every slot reused twice), puts of 1-16
-    bytes, fetching adds, gets and signals, against a model; quiet covers all."""
+    bytes, fetching adds, gets and signals, against a model; quiet covers all.
+    Then program order between the ring and the host's calls toward one PE
+    (before: the proxy sent the host's requests first, 200 of 200 wrong)."""
     result = nodes_run(2, 1, "ring_protocol.py", seed, timeout=120)
-    assert pe_lines(result) == [f"PE {pe}: 2096 requests through the ring ok" for pe in (0, 1)]
+    assert pe_lines(result) == sorted(
+        f"PE {pe}: {what} ok" for pe in (0, 1)
+        for what in ("2096 requests through the ring", "order across the ring and the host"))
 
 
 def test_barriers_and_on_stream_calls_across_nodes():

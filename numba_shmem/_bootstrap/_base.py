@@ -35,6 +35,12 @@ class Bootstrap:
     def local_size(self):
         return len(self.local_peers)
 
+    def serial(self):
+        """The lock a host call holds across all of its collectives, so that
+        another thread's call does not come between its steps (a re-entrant
+        lock: ``with bootstrap.serial():``)."""
+        return self._serial
+
     def allgather(self, data, what, members=None):
         """Collective over ``members`` (a sorted list of PEs; None: every PE).
         Return each member's ``data`` (bytes), in the order of ``members``.

@@ -380,6 +380,18 @@ def _far_namespace():
 
 # -- element operations, signals, fence and quiet --------------------------------------
 
+#: In debug mode, an iput or iget whose strided elements reach outside dest
+#: or source stops the kernel (the simulator's _check_strided says the same)
+_STRIDED_OVERRUN = """    if DEBUG and nelems > 0:
+        last = (nelems - 1) * {stride}
+        if last < 0 or last >= {which}.size:
+            print('numba-shmem: shmem.{name}: PE', _my_pe(), 'asked for', nelems,
+                  'elements of {which} at stride', {stride}, ', up to element', last,
+                  ', but {which} holds', {which}.size, '; pass a smaller nelems or stride')
+            _trap()
+"""
+
+
 def _make_element_op(name):
     """p, g, iput, iget or signal_op: directly, or one request per element
     toward a PE on another node."""
@@ -416,7 +428,10 @@ def _make_element_op(name):
                   + each + ("        _store_relaxed(to + shift, dest, _load_relaxed(source, at))\n"
                             if put else
                             "        _store_relaxed(to, dest, _load_relaxed(source, at + shift))\n"))
-        source = ("def impl(dest, source, dst_stride, src_stride, nelems, pe):\n" + step + far
+        source = ("def impl(dest, source, dst_stride, src_stride, nelems, pe):\n"
+                  + _STRIDED_OVERRUN.format(name=name, which="dest", stride="dst_stride")
+                  + _STRIDED_OVERRUN.format(name=name, which="source", stride="src_stride")
+                  + step + far
                   + _indent(each + _indent(proxied, 2), 1) + "    else:\n"
                   + _indent(direct, 1))
     return source

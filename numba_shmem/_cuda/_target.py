@@ -69,7 +69,7 @@ def _atomic_kernels(dtype):
     """The kernels of every op on ``dtype``, each taking (address, the value's
     bits, cond's bits, where to store the old value's bits as a uint64)."""
     kind, width = np.dtype(dtype).kind, np.dtype(dtype).itemsize * 8
-    ops = ("fetch", "set", "swap", "add") if kind == "f" else _ring.ATOMIC_OPS
+    ops = _ring.FLOAT_OPS if kind == "f" else _ring.ATOMIC_OPS
     for op in ops:
         lines = [_HEAD.format(name=_kernel_name(dtype, op))]
         if width == 32:  # operands from the low halves, the result widened
@@ -131,11 +131,13 @@ def _host_buffer(undo, nbytes):
 
 
 class GpuTarget:
-    """``heap_base``: this PE's heap address on its GPU; ``piece``: the most
-    bytes of data the proxy hands over at once."""
+    """``heap``: this PE's heap (``_vmm.CudaHeap``: its address on the GPU, and
+    how much of it is mapped); ``piece``: the most bytes of data the proxy
+    hands over at once."""
 
-    def __init__(self, heap_base, piece):
-        self._base = heap_base
+    def __init__(self, heap, piece):
+        self._heap = heap
+        self._base = heap.base
         self._piece = piece
         self._undo = UndoStack()
         try:
@@ -179,6 +181,11 @@ class GpuTarget:
 
     def attach(self):
         call("cuCtxSetCurrent", self._context)
+
+    def extent(self):
+        """Bytes of this PE's heap, from its start, that requests may reach
+        (beyond them the address range is not mapped, or is a peer's heap)."""
+        return self._heap.extent
 
     def _run(self, name, address, value=0, cond=0):
         function = self._functions[name]

@@ -54,12 +54,23 @@ class CudaHeap:
                           hint=f"could not reserve {span} bytes of address space; "
                                "lower NUMBA_SHMEM_HEAP_SIZE")
             self._undo.push(call, "cuMemAddressFree", region, span)
+            # what set_word_on_peers copies from, made now: at exit a busy GPU
+            # must not hold the host up (freeing pinned memory waits for it)
+            self._word = int(call("cuMemHostAlloc", 8, 0))
+            self._undo.push(call, "cuMemFreeHost", self._word)
+            self._word_stream = call("cuStreamCreate",
+                                     cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+            self._undo.push(call, "cuStreamDestroy", self._word_stream)
         except BaseException:
             self._undo.unwind()
             raise
         self.bases = {pe: int(region) + i * self.capacity for i, pe in enumerate(self._peers)}
         self.base = self.bases[bootstrap.rank]
         self.mapped = 0
+        #: bytes from the heap's start that requests from other nodes may reach:
+        #: ``mapped``, and during a growth step what this PE has mapped for it
+        #: (a peer may return from the step, and send, before this PE does)
+        self.extent = 0
         self.lifetime = Lifetime()
 
     def ensure_mapped(self, nbytes):
@@ -73,14 +84,18 @@ class CudaHeap:
         mark = self._undo.depth
         try:
             error = self._grow(size)
+            if error is None:
+                self.extent = self.mapped + size
             report = json.dumps([error.call, error.result, str(error)] if error else None)
             reports = [json.loads(r) for r in self._bootstrap.allgather(
                 report.encode(), "symmetric heap growth")]
         except BaseException:
+            self.extent = self.mapped
             self._undo.unwind(to=mark)
             raise
         failed = [(pe, r) for pe, r in enumerate(reports) if r is not None]
         if failed:
+            self.extent = self.mapped
             self._undo.unwind(to=mark)  # what was mapped before stays usable
             if error is not None:
                 raise error

@@ -71,11 +71,21 @@ def team_words(team, npes):
     return team_state(npes)[0] + 16 * team, 16
 
 
+def departures(npes):
+    """(offset, bytes) of the departure words, right after the teams' state
+    words: a uint64 per PE, which that PE sets to 1 on every PE of its node
+    when it leaves without ``finalize()``. The library's waits for a member
+    (device barriers, reductions in lines) look at it while they wait, and
+    stop instead of waiting for ever."""
+    start, size = team_state(npes)
+    return start + size, 8 * npes
+
+
 def line_slots(team, npes):
-    """(offset, bytes) of ``team``'s line slots, after the state words: two
+    """(offset, bytes) of ``team``'s line slots, after the departure words: two
     sets (a call uses the set of its number's parity), each of LINE_WORDS uint64
     words for every member, by its number in the team."""
-    start, size = team_state(npes)
+    start, size = departures(npes)
     slots = 2 * npes * LINE_WORDS * 8
     return _aligned(start + size) + team * slots, slots
 
@@ -83,20 +93,23 @@ def line_slots(team, npes):
 def sync_bytes(npes, lines=False):
     """Bytes the runtime keeps at heap offset 0: for each possible team, one
     uint64 barrier slot per PE and this PE's barrier epoch, then the teams'
-    state words; with ``lines``, then the line slots of the first LINE_TEAMS
-    teams."""
-    start, size = line_slots(LINE_TEAMS, npes) if lines else team_state(npes)
+    state words and the departure words; with ``lines``, then the line slots
+    of the first LINE_TEAMS teams."""
+    start, size = line_slots(LINE_TEAMS, npes) if lines else departures(npes)
     return _aligned(start if lines else start + size)
 
 
 class SymmetricHeap:
     """Hands out arrays at offsets that are the same on every PE. The first
     ``sync_bytes(n_pes, lines)`` bytes are the runtime's own (device barriers,
-    and in a job on one node the teams' line slots)."""
+    and in a job on one node the teams' line slots). ``complete(what)``
+    completes this PE's outstanding operations (its GPU work, the proxy's
+    requests) before memory is released."""
 
-    def __init__(self, backend, bootstrap):
+    def __init__(self, backend, bootstrap, complete):
         self.backend = backend
         self._bootstrap = bootstrap
+        self._complete = complete
         # line slots only where every PE can store into every other's heap
         self.lines = len(backend.bases) == bootstrap.size
         self.reserved = sync_bytes(bootstrap.size, self.lines)
@@ -123,22 +136,26 @@ class SymmetricHeap:
         if not (isinstance(align, int) and align > 0 and align & (align - 1) == 0):
             raise ShmemUsageError(f"align must be a power of two, got {align!r}")
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        self._count += 1
-        request = [nbytes, max(align, DEFAULT_ALIGN)]
-        records = self._bootstrap.allgather(json.dumps(request).encode(), "shmem.array")
-        check_same(f"shmem.array (allocation #{self._count})",
-                   [json.loads(record) for record in records],
-                   lambda r: f"allocated {r[0]} bytes aligned to {r[1]}")
-        offset = self.allocator.alloc(nbytes, request[1])
-        try:
-            # the same on every PE, so growth stays collective
-            self.backend.ensure_mapped(offset + self.allocator.live[offset])
-            if zero:
-                self.backend.fill_zero(offset, nbytes)
-                self._bootstrap.barrier("shmem.zeros")
-        except BaseException:
-            self.allocator.free(offset)
-            raise
+        what = "shmem.zeros" if zero else "shmem.array"
+        # (the agreement, the growth and the zeroing go to the other PEs
+        # together: another thread's call waits until they are done)
+        with self._bootstrap.serial():
+            self._count += 1
+            request = [nbytes, max(align, DEFAULT_ALIGN)]
+            records = self._bootstrap.allgather(json.dumps(request).encode(), what)
+            check_same(f"{what} (allocation #{self._count})",
+                       [json.loads(record) for record in records],
+                       lambda r: f"allocated {r[0]} bytes aligned to {r[1]}")
+            offset = self.allocator.alloc(nbytes, request[1])
+            try:
+                # the same on every PE, so growth stays collective
+                self.backend.ensure_mapped(offset + self.allocator.live[offset])
+                if zero:
+                    self.backend.fill_zero(offset, nbytes)
+                    self._bootstrap.barrier(what)
+            except BaseException:
+                self.allocator.free(offset)
+                raise
         arr = self.backend.view(self._bootstrap.rank, offset, shape, dtype)
         key = id(arr)
 
@@ -172,19 +189,33 @@ class SymmetricHeap:
                 "it used after shmem.free()?")
         return offset
 
+    def leave(self, rank):
+        """This PE (``rank``) leaves without ``finalize()``: set its departure
+        word (``departures``) on every PE of its node, so that their waits for
+        it stop. Best effort: a GPU that has failed takes no stores."""
+        offset, _size = departures(self._bootstrap.size)
+        self.backend.set_word_on_peers(offset + 8 * rank, 1)
+
     def free(self, arr):
-        """Collective. Return ``arr``'s memory to the heap on every PE."""
-        offset = self._allocated_offset(arr)
-        if offset is None:
-            at = self.offset_of(arr, "shmem.free")
-            raise ShmemUsageError(
-                f"shmem.free: the array at heap offset {at} is not a live allocation; pass "
-                "the array that shmem.array() returned (not a slice or a peer view), and "
-                "free it once")
-        size = self.allocator.live[offset]
-        records = self._bootstrap.allgather(json.dumps([offset, size]).encode(), "shmem.free")
-        check_same("shmem.free", [json.loads(record) for record in records],
-                   lambda r: f"freed the {r[1]}-byte allocation at heap offset {r[0]}")
-        self.allocator.free(offset)
-        del self._offsets[id(arr)]
-        self.version += 1
+        """Collective. Return ``arr``'s memory to the heap on every PE, once
+        every PE's operations issued before the call are complete (OpenSHMEM's
+        barrier on entry): nothing still in flight lands in the memory of a
+        later allocation."""
+        with self._bootstrap.serial():  # (two threads freeing one array: one error)
+            offset = self._allocated_offset(arr)
+            if offset is None:
+                at = self.offset_of(arr, "shmem.free")
+                raise ShmemUsageError(
+                    f"shmem.free: the array at heap offset {at} is not a live allocation; "
+                    "pass the array that shmem.array() returned (not a slice or a peer "
+                    "view), and free it once")
+            size = self.allocator.live[offset]
+            self._complete("shmem.free")
+            # (an allgather is a barrier: no PE frees before every PE completed)
+            records = self._bootstrap.allgather(json.dumps([offset, size]).encode(),
+                                                "shmem.free")
+            check_same("shmem.free", [json.loads(record) for record in records],
+                       lambda r: f"freed the {r[1]}-byte allocation at heap offset {r[0]}")
+            self.allocator.free(offset)
+            del self._offsets[id(arr)]
+            self.version += 1

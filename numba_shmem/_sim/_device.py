@@ -182,7 +182,23 @@ def _get(dest, source, pe, name):
     into[:count] = _load(source, pe, 0, count, name)
 
 
+def _check_strided(name, dest, source, dst_stride, src_stride, nelems):
+    """In debug mode, an error where the strided elements reach outside dest
+    or source (the GPU's debug check in _cuda/_device.py says the same)."""
+    runtime = require(name)
+    if not runtime.config.debug or nelems <= 0:
+        return
+    for what, arr, stride in (("dest", dest, dst_stride), ("source", source, src_stride)):
+        last, size = (nelems - 1) * stride, host_array(arr).size
+        if not 0 <= last < size:
+            raise ShmemUsageError(
+                f"shmem.{name}: PE {runtime.bootstrap.rank} asked for {nelems} elements of "
+                f"{what} at stride {stride}, up to element {last}, but {what} holds {size}; "
+                "pass a smaller nelems or stride")
+
+
 def iput(dest, source, dst_stride, src_stride, nelems, pe):
+    _check_strided("iput", dest, source, dst_stride, src_stride, nelems)
     _contiguous(host_array(dest), "iput", "dest")  # (PE pe's copy has the same layout)
     values = _contiguous(host_array(source), "iput", "source")[:nelems * src_stride:src_stride]
     if _far(pe, "iput") is None:
@@ -194,6 +210,7 @@ def iput(dest, source, dst_stride, src_stride, nelems, pe):
 
 
 def iget(dest, source, dst_stride, src_stride, nelems, pe):
+    _check_strided("iget", dest, source, dst_stride, src_stride, nelems)
     local = _contiguous(host_array(dest), "iget", "dest")
     if _far(pe, "iget") is None:
         local[:nelems * dst_stride:dst_stride] = \
@@ -529,6 +546,8 @@ def _atomic(name, dest, pe, value=0, cond=None):
     proxy = _far(pe, name)
     if proxy is not None:
         fetch = op in ("fetch", "swap", "compare_swap") or name.startswith("atomic_fetch_")
+        if op == "inc":  # the proxy's ops are the GPU ring's: an inc is an add of 1
+            op, value = "add", 1
         old = proxy.atomic(pe, _offset(dest, name), dtype, op, _cast(value, dtype).item(),
                            None if cond is None else _cast(cond, dtype).item(), fetch,
                            f"shmem.{name}")

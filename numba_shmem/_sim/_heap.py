@@ -49,6 +49,9 @@ class SimHeap:
         self._chunk = config.heap_chunk
         self._bootstrap = bootstrap
         self.mapped = 0
+        #: bytes from the heap's start that requests from other nodes may reach:
+        #: ``mapped``, and during a growth step what this PE has reserved for it
+        self.extent = 0
         self.lifetime = Lifetime()
         self._undo = UndoStack()
         self._peers = bootstrap.local_peers
@@ -100,11 +103,17 @@ class SimHeap:
                 error = f"{SHM_DIR} has {free} bytes free"
             else:
                 os.posix_fallocate(self._fds[self._bootstrap.rank], self.mapped, size)
+                self.extent = self.mapped + size
         except OSError as exc:
             error = f"{SHM_DIR}: {exc.strerror or exc}"
-        reports = self._bootstrap.allgather(error.encode(), "symmetric heap growth")
+        try:
+            reports = self._bootstrap.allgather(error.encode(), "symmetric heap growth")
+        except BaseException:
+            self.extent = self.mapped
+            raise
         failed = [(pe, r.decode()) for pe, r in enumerate(reports) if r]
         if failed:
+            self.extent = self.mapped
             pe, why = failed[0]
             raise ShmemUsageError(
                 f"symmetric heap exhausted: PE {pe} could not reserve {size} more bytes of its "

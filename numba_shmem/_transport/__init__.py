@@ -39,7 +39,7 @@ def start(runtime):
         from .._cuda._target import GpuTarget
 
         device = device_ring(runtime)
-        target = GpuTarget(runtime.heap.backend.base, PIECE)
+        target = GpuTarget(runtime.heap.backend, PIECE)
         stop_waiters = runtime.stop_device_waits
         busy_poll = 0.01
     else:

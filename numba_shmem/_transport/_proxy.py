@@ -27,6 +27,7 @@ MPI (the bootstrap's collectives) meanwhile.
 """
 
 import collections
+import operator
 import sys
 import threading
 import time
@@ -38,6 +39,8 @@ from . import _ring
 
 #: request kinds
 PUT, GET, ATOMIC, SIGNAL = "put", "get", "atomic", "signal"
+#: the answer to a request the target refused: (REFUSED, why)
+REFUSED = "refused"
 _REQUEST, _ANSWER, _DATA = 11, 12, 13  # MPI tags: headers (pickled), then raw data
 
 #: at most this many requests wait in the ring, and this many bytes of their
@@ -102,9 +105,11 @@ class Proxy:
         self._staged = 0
         self._lock = threading.Condition()
         self._seq = 0
-        self._pending = {}  # seq -> its target PE, for each request not answered yet, oldest first
+        #: seq -> (its target PE, what posted it), for each request not answered yet, oldest first
+        self._pending = {}
         self._results = {}  # seq -> the answer of a get or fetching atomic
         self._wanted = set()  # seqs whose answer a caller waits for
+        self._refused = []  # errors of refused requests nobody waited for, for the next call
         self._failure = None
         self._stopping = False
         self._wake = threading.Event()  # set by a post: the ring has something
@@ -120,9 +125,12 @@ class Proxy:
 
     def _post(self, pe, kind, offset, args, nbytes, what, want, unsent=0):
         """Queue one request; its sequence number. Waits while the ring is full.
-        ``unsent``: the data messages of a put sent from the caller's array."""
+        ``unsent``: the data messages of a put sent from the caller's array.
+        A refusal of an earlier request that nobody waited for is raised
+        first, before anything of this one is queued."""
         deadline = self._deadline()
         with self._lock:
+            self._raise_refused()
             # (one request larger than the whole budget goes once nothing else is staged)
             while len(self._ring) >= RING_SLOTS or (self._staged + nbytes > RING_BYTES
                                                     and self._staged > 0):
@@ -130,8 +138,13 @@ class Proxy:
                 if not self._lock.wait(self._left(deadline, pe, what, "room in the ring")):
                     self._left(deadline, pe, what, "room in the ring")
             self._check(pe, what)
+            if self._device is not None:
+                # what the GPU posted before this call goes first, all of it: a
+                # kernel's requests that a cuda.synchronize() (or a stream) saw
+                # complete come before a host call made after it
+                self._ring.extend(self._take_device_requests(_ring.SLOTS))
             self._seq += 1
-            self._pending[self._seq] = pe
+            self._pending[self._seq] = (pe, what)
             if want:
                 self._wanted.add(self._seq)
             if unsent:
@@ -185,8 +198,9 @@ class Proxy:
                     posted and self._device.complete() < posted):
                 self._check(None, what)
                 if not self._lock.wait(self._left(deadline, None, what, "its requests")):
-                    waited = sorted({pe for seq, pe in self._pending.items() if seq <= last})
+                    waited = sorted({pe for seq, (pe, _) in self._pending.items() if seq <= last})
                     self._left(deadline, waited or None, what, "its requests")
+            self._raise_refused()  # complete, but some target refused a request
 
     def _answer(self, seq, pe, what):
         deadline = self._deadline()
@@ -196,7 +210,10 @@ class Proxy:
                 if not self._lock.wait(self._left(deadline, pe, what, "the answer")):
                     self._left(deadline, pe, what, "the answer")
             self._wanted.discard(seq)
-            return self._results.pop(seq)
+            result = self._results.pop(seq)
+        if isinstance(result, ShmemUsageError):  # the target refused it
+            raise result
+        return result
 
     def _deadline(self):
         return time.monotonic() + self._wait_timeout if self._wait_timeout else None
@@ -218,7 +235,17 @@ class Proxy:
                 "or gone. Raise NUMBA_SHMEM_WAIT_TIMEOUT if the job is only slow")
         return min(left, 0.05)
 
+    def _raise_refused(self):
+        """Raise the refusals of earlier requests that nobody waited for, if any
+        (the lock held): the first, and how many more."""
+        if self._refused:
+            first, more = self._refused[0], len(self._refused) - 1
+            self._refused.clear()
+            raise ShmemUsageError(first + (f" (and {more} more refused requests)" if more else ""))
+
     def _check(self, pe, what):
+        """Raise what stops a call: the proxy thread failed or stopped (the lock
+        held)."""
         if self._failure is not None:
             raise ShmemUsageError(f"{what} toward PE {pe}: the proxy (PEs on other nodes) "
                                   f"stopped: {self._failure}")
@@ -323,12 +350,14 @@ class Proxy:
             if self._stop_waiters is not None:
                 self._stop_waiters()
 
-    def _take_device_requests(self):
-        """The GPU's new requests, numbered like the host's (the lock held)."""
+    def _take_device_requests(self, limit=256):
+        """The GPU's new requests (at most ``limit``), numbered like the host's
+        (the lock held)."""
         taken = []
-        for ticket, kind, pe, offset, args, nbytes, _fetch in self._device.drain():
+        for ticket, kind, pe, offset, args, nbytes, _fetch in self._device.drain(limit):
             self._seq += 1
-            self._pending[self._seq] = pe
+            self._pending[self._seq] = (pe, f"a kernel's {_DEVICE_KINDS[kind]} (ring ticket "
+                                            f"{ticket})")
             self._device_seqs[self._seq] = ticket
             self._staged += nbytes
             taken.append((pe, (_DEVICE_KINDS[kind], self._seq, offset, *args), nbytes))
@@ -338,6 +367,15 @@ class Proxy:
         """Apply one request from ``source``: (its answer, the data that follows
         the answer or None)."""
         kind, seq, offset, *args = request
+        why = self._refusal(kind, offset, args)
+        if why is not None:
+            if kind == PUT and len(args) == 1 and isinstance(args[0], int) and args[0] > 0:
+                # its data follows: take it, drop it
+                nbytes = args[0]
+                drop = np.empty(min(PIECE, nbytes), np.uint8)
+                for at in range(0, nbytes, PIECE):
+                    self._comm.Recv(drop[:min(PIECE, nbytes - at)], source=source, tag=_DATA)
+            return (seq, (REFUSED, f"PE {self.rank} refused it: {why}")), None
         target = self._target
         if kind == PUT and len(args) == 2:  # the data inside the header
             buffer = target.receive(offset, args[0])
@@ -358,19 +396,71 @@ class Proxy:
         if kind == ATOMIC:
             dtype, op, value, cond = args
             return (seq, target.atomic(offset, dtype, op, value, cond)), None
-        if kind == SIGNAL:
-            target.signal(offset, *args)
-            return (seq, None), None
-        raise ValueError(f"unknown proxy request {kind!r}")
+        target.signal(offset, *args)  # (a SIGNAL: _refusal knows no other kind)
+        return (seq, None), None
+
+    def _refusal(self, kind, offset, args):
+        """Why this PE does not apply a request (a str), or None: it must be a
+        well-formed request of a known operation on bytes of the mapped part of
+        this PE's heap, aligned for an atomic or signal. Whatever another PE
+        sends, this PE's memory outside its heap (and the proxy thread) stay
+        untouched."""
+        counts = {PUT: (1, 2), GET: (1,), ATOMIC: (4,), SIGNAL: (2,)}
+        if kind not in counts:
+            return f"{kind!r} is not a request it knows"
+        if len(args) not in counts[kind]:
+            return f"a {kind} request of {len(args)} arguments is malformed"
+        if kind in (PUT, GET):
+            nbytes, align, name = args[0], 1, f"a {kind}"
+            if len(args) == 2 and (not isinstance(args[1], bytes) or len(args[1]) != nbytes):
+                return f"a put of {nbytes!r} bytes came with {len(args[1])}"
+        elif kind == ATOMIC:
+            dtype, op, value, cond = args
+            if dtype not in _ring.DTYPES or op not in _ring.ATOMIC_OPS or (
+                    dtype.startswith("float") and op not in _ring.FLOAT_OPS):
+                return f"an atomic {op!r} on {dtype!r} is not an operation it applies"
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                       for v in (value, 0 if cond is None else cond)):
+                return f"an atomic {op} of {dtype} came with {value!r} and {cond!r}"
+            nbytes = align = np.dtype(dtype).itemsize
+            name = f"an atomic {op} of {dtype}"
+        else:
+            if args[0] not in (0, 1, _ring.SIGNAL_MAX):
+                return f"a signal operation {args[0]!r} is not one it applies"
+            if not isinstance(args[1], int) or isinstance(args[1], bool):
+                return f"a signal update came with {args[1]!r}"
+            nbytes, align, name = 8, 8, "a signal update"
+        try:
+            offset, nbytes = operator.index(offset), operator.index(nbytes)
+        except TypeError:
+            return f"{name} at heap offset {offset!r} of {nbytes!r} bytes is not a range"
+        extent = self._target.extent()
+        if not (offset >= 0 and nbytes >= 0 and offset + nbytes <= extent):
+            return (f"{name} of {nbytes} bytes at heap offset {offset} runs outside the "
+                    f"{extent} mapped bytes of its heap (offsets 0 to {extent - 1})")
+        if offset % align:
+            return f"{name} at heap offset {offset} is not aligned to its {align} bytes"
+        return None
 
     def _answered_one(self, seq, result):
         with self._lock:
-            del self._pending[seq]
+            pe, what = self._pending.pop(seq)
             ticket = self._device_seqs.pop(seq, None)
+            error = None
+            if isinstance(result, tuple) and result[0] == REFUSED:
+                error = ShmemUsageError(
+                    f"{what} toward PE {pe}: {result[1]}; check the array, nelems and "
+                    "strides of the call (NUMBA_SHMEM_DEBUG=1 checks them where it is made)")
+                result = None
             if ticket is not None:
-                self._device.answered(ticket, result)
+                self._device.answered(ticket, result)  # (None: zeros, for a refused fetch)
             elif seq in self._wanted:
-                self._results[seq] = result
+                self._results[seq] = error or result
+                error = None  # its caller raises it
+            if error is not None:
+                self._refused.append(str(error))
+                print(f"numba-shmem: PE {self.rank}: {error} (raised by this PE's next call "
+                      "toward another node, quiet or barrier)", file=sys.stderr, flush=True)
             self._lock.notify_all()
 
     def close(self):

@@ -41,6 +41,8 @@ NBYTES = STAGING + SLOTS * CHUNK
 PUT, GET, ATOMIC, SIGNAL = 1, 2, 3, 4
 DTYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
 ATOMIC_OPS = ("fetch", "set", "swap", "compare_swap", "add", "and", "or", "xor")
+#: the ops of ATOMIC_OPS that apply to floating-point values
+FLOAT_OPS = ("fetch", "set", "swap", "add")
 #: a signal's op: SIGNAL_SET (0), SIGNAL_ADD (1), or MAX (a barrier's epoch)
 SIGNAL_MAX = 2
 
@@ -106,14 +108,15 @@ class DeviceRing:
 
     def answered(self, ticket, result):
         """Ticket ``ticket``'s request is complete at its target; ``result`` is
-        a get's data (uint8) or a fetching atomic's old value (of its dtype)."""
+        a get's data (uint8) or a fetching atomic's old value (of its dtype),
+        or None where the target refused it (zeros)."""
         kind, arg, fetch = self._outstanding.pop(ticket)
         slot = ticket % SLOTS
         if fetch:
             if kind == GET:
-                self._stage(slot, arg)[:] = result
+                self._stage(slot, arg)[:] = 0 if result is None else result
             else:
-                self._words[ANSWER // 8 + slot] = _bits(result)
+                self._words[ANSWER // 8 + slot] = 0 if result is None else _bits(result)
             self._words[DONE // 8 + slot] = ticket + 1  # after the answer (x86 keeps store order)
         # the outstanding tickets were added in ticket order: the first is the oldest
         self._words[COMPLETE // 8] = next(iter(self._outstanding), self._next)

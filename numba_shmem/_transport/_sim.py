@@ -18,6 +18,10 @@ class SimTarget:
     def attach(self):
         pass
 
+    def extent(self):
+        """Bytes of this PE's heap, from its start, that requests may reach."""
+        return self._backend.extent
+
     def close(self):
         pass
 

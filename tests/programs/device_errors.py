@@ -69,6 +69,16 @@ def get_overrun_kernel(dest, source):
 
 
 @cuda.jit
+def iput_overrun_kernel(dest, source):
+    shmem.iput(dest, source, 2, 1, 10, 0)  # dest element 18 of 16
+
+
+@cuda.jit
+def iget_overrun_kernel(dest, source):
+    shmem.iget(dest, source, 1, 3, 6, 0)  # source element 15 of 8
+
+
+@cuda.jit
 def wait_all_kernel(ivars, status):
     shmem.wait_until_all(ivars, status, shmem.CMP_EQ, 1)
 
@@ -117,6 +127,14 @@ def main():
         elif scenario == "get_overrun":
             arr = shmem.zeros(64, np.float64)
             get_overrun_kernel[1, 1](cuda.to_device(np.ones(20)), arr[:16])
+            cuda.synchronize()
+        elif scenario == "iput_overrun":
+            arr = shmem.zeros(64, np.float64)
+            iput_overrun_kernel[1, 1](arr[:16], cuda.to_device(np.ones(20)))
+            cuda.synchronize()
+        elif scenario == "iget_overrun":
+            arr = shmem.zeros(64, np.float64)
+            iget_overrun_kernel[1, 1](cuda.to_device(np.ones(20)), arr[:8])
             cuda.synchronize()
         elif scenario == "wait_all_timeout":
             ivars = shmem.zeros(2, np.int64)

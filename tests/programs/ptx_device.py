@@ -42,6 +42,11 @@ def put_block(dest, source):
     shmem.put_block(dest, source, 1)
 
 
+def iput_iget(dest, source, stride, nelems):
+    shmem.iput(dest, source, stride, 1, nelems, 1)
+    shmem.iget(dest, source, 1, stride, nelems, 1)
+
+
 def fence_and_quiet(dest):
     shmem.p(dest, 1, 1)
     shmem.fence()
@@ -126,6 +131,7 @@ KERNELS = {
     "p_runtime_pe": (p_runtime_pe, (i64, types.int64)),
     "g_far": (g_far, (f64, f64, types.int64)),
     "put_block": (put_block, (f64, f64)),
+    "iput_iget": (iput_iget, (f64, f64, types.int64, types.int64)),
     "fence_and_quiet": (fence_and_quiet, (i64,)),
     "atomics": (atomics, (i64, i64)),
     "atomic_and_float": (atomic_and_float, (f32,)),

@@ -6,7 +6,9 @@ in numba_shmem/_cuda/_device.py does. The requests go through a second proxy
 (with that ring) to the other PE's simulator heap; the results are checked
 against a plain model. More than SLOTS requests, so that every slot is
 reused; quiet (the host's, which waits for the ring's COMPLETE word) must
-cover them all.
+cover them all. Then program order across the ring and the host's calls: a
+request the GPU published before a host call toward the same bytes is
+applied before it, and one published after it, after it.
 
     NUMBA_SHMEM_NODE_SIZE=1 mpiexec -n 2 python ring_protocol.py SEED
 """
@@ -27,6 +29,8 @@ from numba_shmem._transport._sim import SimTarget
 THREADS = 8
 PUTS = 200  # per thread, each to a region of its own
 ADDS = 60  # fetching adds per thread on one counter
+ORDER_ROUNDS = 200  # of each order across the ring and the host's calls
+BURST = 600  # requests the GPU publishes at once before one host call (more than one drain)
 
 
 class FakeDevice:
@@ -64,6 +68,27 @@ class FakeDevice:
             self.words[d + field] = value
         self.words[d + _ring.SEQ] = t + 1  # last
         return t, slot
+
+    def post_all(self, requests):
+        """Post ``requests`` ((code, pe, offset, arg, data) each) and publish
+        them at once: every SEQ word last, the first ticket's last of all (the
+        proxy reads in ticket order, so it sees none before it sees all)."""
+        slots = []
+        for code, pe, offset, arg, data in requests:
+            with self._lock:
+                t = self.tickets
+                self.tickets += 1
+            slot = t % _ring.SLOTS
+            self._wait(_ring.FREE // 8 + slot, t)
+            at = _ring.STAGING + slot * _ring.CHUNK
+            self.memory[at:at + data.size] = data
+            d = slot * _ring.DESCRIPTOR // 8
+            for field, value in ((_ring.CODE, code), (_ring.PE, pe), (_ring.OFFSET, offset),
+                                 (_ring.ARG, arg), (_ring.COND, 0)):
+                self.words[d + field] = value
+            slots.append((t, d))
+        for t, d in reversed(slots):
+            self.words[d + _ring.SEQ] = t + 1
 
     def answer(self, t, slot, nbytes=None):
         self._wait(_ring.DONE // 8 + slot, t + 1)
@@ -144,9 +169,34 @@ def main():
     assert len(olds) == THREADS * ADDS and len(set(olds)) == len(olds), olds[:10]
     expected = np.arange(64, dtype=np.int32) * (other + 1)
     assert all((g == expected).all() for g in got)
+    print(f"PE {me}: {device.posted()} requests through the ring ok", flush=True)
+
+    cells = shmem.zeros((2, ORDER_ROUNDS), np.int64)
+    burst = shmem.zeros(BURST, np.int64)
+    shmem.barrier_all()
+
+    def ring_put(index, value):
+        device.post(put_code, other, _offset(cells, "put", index), 8,
+                    data=np.array([value], np.int64).view(np.uint8))
+
+    for r in range(ORDER_ROUNDS):
+        ring_put(r, 1)  # the GPU's first, then the host's: 2
+        proxy.put(other, _offset(cells, "put", r), np.array([2], np.int64), "shmem.put")
+        proxy.put(other, _offset(cells, "put", ORDER_ROUNDS + r), np.array([3], np.int64),
+                  "shmem.put")
+        ring_put(ORDER_ROUNDS + r, 4)  # the host's first, then the GPU's: 4
+    # a burst the GPU published at once, then the host's put to the burst's last cell
+    device.post_all([(put_code, other, _offset(burst, "put", i), 8,
+                      np.array([5], np.int64).view(np.uint8)) for i in range(BURST)])
+    proxy.put(other, _offset(burst, "put", BURST - 1), np.array([6], np.int64), "shmem.put")
+    proxy.quiet("ring_protocol")
+    shmem.barrier_all()
+    wrong = [int((host_array(cells)[k] != value).sum()) for k, value in ((0, 2), (1, 4))]
+    wrong.append(int(host_array(burst)[-1] != 6))
+    print(f"PE {me}: order across the ring and the host " + (
+        "ok" if not any(wrong) else f"wrong in {wrong} of {ORDER_ROUNDS} rounds"), flush=True)
     shmem.barrier_all()
     proxy.close()
-    print(f"PE {me}: {device.posted()} requests through the ring ok", flush=True)
     shmem.finalize()
 
 
