@@ -3,10 +3,11 @@
 import atexit
 import os
 import sys
+import threading
 
 import numpy as np
 
-from . import _bootstrap, _config
+from . import _bootstrap, _config, _exits
 from ._bootstrap import _wire
 from ._errors import ShmemUsageError
 from ._heap._symmetric import SymmetricHeap
@@ -26,16 +27,19 @@ def current():
 
 
 def require(what):
-    if _current is None:
-        if _finalized:
-            raise ShmemUsageError(
-                f"shmem.{what}() was called after shmem.finalize(); numba-shmem cannot be "
-                "used (or initialized again) once finalized: finalize at the end of the "
-                "program")
+    runtime = _current
+    if runtime is not None:
+        if runtime.backend == "cuda" and not getattr(runtime.threads, "in_context", False):
+            runtime.enter_context()
+        return runtime
+    if _finalized:
         raise ShmemUsageError(
-            f"shmem.{what}() needs the runtime: call shmem.init() first, and "
-            "launch several PEs with shmem-run -n N script.py")
-    return _current
+            f"shmem.{what}() was called after shmem.finalize(); numba-shmem cannot be "
+            "used (or initialized again) once finalized: finalize at the end of the "
+            "program")
+    raise ShmemUsageError(
+        f"shmem.{what}() needs the runtime: call shmem.init() first, and "
+        "launch several PEs with shmem-run -n N script.py")
 
 
 def _resolve_backend(config):
@@ -67,6 +71,8 @@ class Runtime:
         self.why = "failed in shmem.init()"  # how this PE leaves, for the others' errors
         self.gpu = "idle"  # at teardown: "idle", "busy" or "failed" (wait_idle)
         self.stream_tier = None  # made by the first stream-tier call (_stream/_tier.py)
+        #: per thread: whether it runs in this PE's CUDA context (enter_context)
+        self.threads = threading.local()
         self.proxy = None  # how this PE reaches PEs on other nodes (_transport)
         self.bootstrap = _bootstrap.start(config)
         self._undo.push(lambda: self.bootstrap.close(self.why))
@@ -116,6 +122,7 @@ class Runtime:
                 "visible; check CUDA_VISIBLE_DEVICES or use NUMBA_SHMEM_BACKEND=sim")
         self.device_id = self.bootstrap.local_rank % count
         cuda.select_device(self.device_id)
+        self.threads.in_context = True
         # which GPU each PE runs on: PEs that share one split its SMs between them
         gpu = cuda.get_current_device().uuid
         self.pe_gpus = [b.decode() for b in self.bootstrap.allgather(gpu.encode(), "shmem.init")]
@@ -135,8 +142,10 @@ class Runtime:
         state["one_gpu"] = int(len(set(self.pe_gpus)) == 1)
         self.teams.device = cuda.to_device(self.teams.table())
         state["teams"] = self.teams.device.device_ctypes_pointer.value
-        self._leaving = cuda.mapped_array(1, np.int32)
-        self._leaving[0] = 0
+        # [0]: 1 once this PE leaves; [1]: 1 + the PE whose departure stopped a
+        # kernel's wait (_cuda/_primitives._stop_for)
+        self._leaving = cuda.mapped_array(2, np.int32)
+        self._leaving[:] = 0
         state["leaving"] = self._leaving.device_ctypes_pointer.value
         self.device_state = state
         # kernels' modules get their state through this stream: non-blocking, so
@@ -144,6 +153,18 @@ class Runtime:
         self.setup_stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
         self._undo.push(call, "cuStreamDestroy", self.setup_stream)
         return heap
+
+    def enter_context(self):
+        """Make this PE's CUDA context the calling thread's, where the thread
+        has none yet (a thread of the application other than the one that
+        called init(): numba would give it device 0's); once per thread."""
+        from numba import cuda
+
+        from ._cuda._driver import call
+
+        if not int(call("cuCtxGetCurrent")):
+            cuda.select_device(self.device_id)
+        self.threads.in_context = True
 
     def synchronize(self, what):
         """Complete this PE's work: its GPU's, and what its proxy carries to
@@ -159,6 +180,15 @@ class Runtime:
         """Make this PE's kernels that wait in the library stop (trap): it is
         leaving, or its proxy has failed."""
         self._leaving[0] = 1
+
+    def _say_who_left(self):
+        """One line if a kernel of this PE stopped because a PE it waited for
+        had left the job (the kernel's error says only that it failed)."""
+        gone = int(self._leaving[1])
+        if gone:
+            print(f"numba-shmem: PE {self.bootstrap.rank}: a kernel was stopped: it waited in "
+                  f"the library for PE {gone - 1}, which left the job", file=sys.stderr,
+                  flush=True)
 
     def _release_gpu_heap(self, heap):
         if self.gpu == "idle":
@@ -185,9 +215,22 @@ class Runtime:
                     if gpu_wait is not None:
                         self.stop_device_waits()
                     self.gpu = wait_idle(gpu_wait)
+                    self._say_who_left()
+                if why != _wire.FINALIZED:
+                    # after its own kernels (their last stores go first): the
+                    # others' waits for this PE stop
+                    self._leave_heap()
             finally:
                 self.heap.backend.lifetime.ended = True
                 self._undo.unwind()
+
+    def _leave_heap(self):
+        try:
+            self.heap.leave(self.bootstrap.rank)
+        except Exception as exc:  # noqa: BLE001  (best effort, and the exit goes on)
+            print(f"numba-shmem: PE {self.bootstrap.rank} could not mark its departure on "
+                  f"the PEs of its node ({type(exc).__name__}: {exc}); their waits for it "
+                  "end at the wait time-out", file=sys.stderr, flush=True)
 
 
 def init():
@@ -200,6 +243,8 @@ def init():
         raise ShmemUsageError(
             "shmem.init() after shmem.finalize() is not supported; initialize once per process")
     _current = Runtime(_config.from_env())
+    if _current.bootstrap.name == "MPI":
+        _exits.watch()  # the code of an exit without finalize() ends the MPI job
     global _previous_excepthook
     if sys.excepthook is not _note_uncaught:
         _previous_excepthook, sys.excepthook = sys.excepthook, _note_uncaught
@@ -219,7 +264,10 @@ def _teardown(why, gpu_wait=None):
     runtime, _current = _current, None
     _finalized = True
     if runtime is not None:
-        runtime.close(why, gpu_wait)
+        try:
+            runtime.close(why, gpu_wait)
+        finally:
+            _exits.unwatch()
 
 
 _uncaught = []  # the uncaught exception the interpreter is exiting with, if any
@@ -240,17 +288,11 @@ def _finalize_at_exit():
     if _current is not None:
         why = f"{_wire.EXITED} (uncaught {_uncaught[-1]})" if _uncaught else _wire.EXITED
         runtime = _current
-        _teardown(why, gpu_wait=EXIT_GPU_WAIT_S)
-        if _uncaught and runtime.bootstrap.name == "MPI":
-            # MPI_Finalize at exit would wait for the other PEs, which wait for
-            # this one: end the job on every node instead, saying who and why
-            from mpi4py import MPI
-
-            print(f"numba-shmem: PE {runtime.bootstrap.rank} of {runtime.bootstrap.size} "
-                  f"exits with an uncaught {_uncaught[-1]}: aborting the MPI job (code 1)",
-                  file=sys.stderr, flush=True)
-            sys.stdout.flush()
-            MPI.COMM_WORLD.Abort(1)
+        code = 1 if _uncaught else (_exits.code() or 0) & 0xFF  # (as the OS takes it)
+        try:
+            _teardown(why, gpu_wait=EXIT_GPU_WAIT_S)
+        finally:
+            _end_mpi_job(runtime, code)
         if runtime.gpu == "busy":
             # a kernel still runs outside the library's waits; the CUDA driver's
             # own exit would wait for it for ever: leave now
@@ -258,6 +300,23 @@ def _finalize_at_exit():
                   "waiting for its kernels", file=sys.stderr, flush=True)
             sys.stdout.flush()
             os._exit(1)
+
+
+def _end_mpi_job(runtime, code):
+    """Under MPI, a PE that exits with a non-zero ``code`` without finalize()
+    ends the job with it, at once."""
+    if not code or runtime.bootstrap.name != "MPI":
+        return
+    # MPI_Finalize at exit would wait for the other PEs, which wait for this
+    # one: end the job on every node instead, saying who and why
+    from mpi4py import MPI
+
+    how = f"an uncaught {_uncaught[-1]}" if _uncaught else \
+        f"code {code} without shmem.finalize()"
+    print(f"numba-shmem: PE {runtime.bootstrap.rank} of {runtime.bootstrap.size} "
+          f"exits with {how}: aborting the MPI job (code {code})", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    MPI.COMM_WORLD.Abort(code)
 
 
 def my_pe():

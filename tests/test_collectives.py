@@ -59,15 +59,16 @@ def test_a_reduction_in_lines_stores_and_polls_at_system_scope(collectives_ptx, 
 
 def test_the_block_collectives_read_the_teams_state_where_the_heap_keeps_it():
     """The put-based block collectives compute the offset of the teams' state
-    words in device code (the job's size is known only at run time); it must be
-    the heap's."""
+    words, and the device barriers that of the departure words, in device code
+    (the job's size is known only at run time); each must be the heap's."""
     import sys
 
     from conftest import run_hard
 
-    script = ("from numba_shmem._cuda._device import _state_offset; "
-              "from numba_shmem._heap._symmetric import team_state; "
+    script = ("from numba_shmem._cuda._device import _departures_offset, _state_offset; "
+              "from numba_shmem._heap._symmetric import departures, team_state; "
               "print(all(eval(_state_offset('n'), {'n': n}) == team_state(n)[0] "
+              "and eval(_departures_offset('n'), {'n': n}) == departures(n)[0] "
               "for n in range(1, 300)))")
     result = run_hard([sys.executable, "-c", script], 120, {"NUMBA_SHMEM_BACKEND": "cuda"})
     assert result.returncode == 0, result.stderr

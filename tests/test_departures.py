@@ -2,6 +2,7 @@
 other PEs' errors, and what is left behind (issue: hardening)."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,8 +38,33 @@ def test_a_teams_collectives_complete_after_a_non_member_left():
         f"PE {pe}: host True, device True" for pe in (0, 1)]
 
 
+@pytest.mark.parametrize("mode,call", [("member_left", "sum_reduce"),
+                                       ("barrier_left", "barrier_all")])
+def test_a_wait_for_a_member_stops_when_it_leaves(mode, call):
+    """A host reduction in lines and a kernel's barrier_all, each waiting for
+    PE 1, which exits without finalize. Before: the reduction waited the whole
+    time-out, then named an internal slot; on the GPU both spun for ever (the
+    host in cuda.synchronize)."""
+    result = shmem_run(2, PROGRAM, mode, timeout=120, env={"NUMBA_SHMEM_WAIT_TIMEOUT": "60"})
+    output = result.stdout + result.stderr
+    if BACKEND == "sim":
+        found = re.search(rf"PE 0 after (\d+) s: ShmemBootstrapError: (tid=.*: )?PE 1 exited "
+                          rf"before reaching shmem\.{call}", result.stdout)
+    else:
+        found = re.search(r"numba-shmem: PE 0: a kernel was stopped: it waited in the library "
+                          r"for PE 1, which left the job", output)
+        found = found and re.search(r"PE 0 after (\d+) s: ", result.stdout)
+    assert found and int(found.group(1)) < 30, output
+
+
 def test_threads_of_one_pe_take_turns_at_the_rendezvous():
     result = shmem_run(2, PROGRAM, "threads", timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(result.stdout.splitlines()) == ["PE 0: 0 errors []", "PE 1: 0 errors []"]
+
+
+def test_threads_allocating_at_once_pair_their_calls_whole():
+    result = shmem_run(2, PROGRAM, "allocations", timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(result.stdout.splitlines()) == ["PE 0: 0 errors []", "PE 1: 0 errors []"]
 

@@ -20,7 +20,7 @@ from . import _proxied
 from ._addressing import debug_enabled, peer_address
 from ._primitives import (
     _heap_base, _load_u64, _mark_cooperative, _next_epoch, _peer_of, _publish_epoch,
-    _team_entry,
+    _stop_for, _team_entry,
     _addr, _compare, _copy1, _copy2, _copy4, _copy8, _copy16, _copy16x2, _copy16x3,
     _copy16x4, _load_acquire,
     _load16, _store16,
@@ -251,6 +251,9 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
 # -- spin-waits: the back-off every wait loop shares ----------------------------------
 
 _POLLS_BEFORE_SLEEP = 64
+#: a wait for a member looks at the member's departure word once every this many
+#: polls (a power of two, above _POLLS_BEFORE_SLEEP: never in the first, fast ones)
+_GONE_POLLS = 256
 _MAX_SLEEP_NS = 256
 
 #: One more poll of a spin-wait: after POLLS polls, sleep, doubling up to MAX_SLEEP,
@@ -270,7 +273,7 @@ def _spin_namespace(debug, timeout_ns):
     from .._runtime import my_pe
 
     return {"_now": _now, "_nanosleep": _nanosleep, "_trap": _trap, "_my_pe": my_pe,
-            "_left": _left,
+            "_left": _left, "GONE_POLLS": _GONE_POLLS,
             "DEBUG": debug, "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP,
             "MAX_SLEEP": _MAX_SLEEP_NS, "min": min}
 
@@ -751,6 +754,17 @@ POST_EPOCH
         pause = 32
         while _load_u64(base + 8 * j) < epoch:
 BACKOFF
+            # a member that left without finalize set its departure word here;
+            # looked at every GONE_POLLS polls only (the back-off's polls stay one
+            # load each), and then the slot once more (it may have arrived before
+            # the member left)
+            if polls % GONE_POLLS == 0 and \
+                    _load_u64(_heap_base() + DEPARTED + 8 * _team_entry(TEAM, 2 + j)) and \
+                    _load_u64(base + 8 * j) < epoch:
+                if DEBUG:
+                    print('numba-shmem: PE', _my_pe(), 'waited in', NAME, 'for PE',
+                          _team_entry(TEAM, 2 + j), ', which left the job')
+                _stop_for(_team_entry(TEAM, 2 + j))
             if DEBUG and _now() - start > TIMEOUT:
                 print('numba-shmem: PE', _my_pe(), 'timed out in', NAME, 'waiting for PE',
                       _team_entry(TEAM, 2 + j), 'to reach epoch', epoch)
@@ -766,6 +780,7 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
     team = "team" if name in ("barrier", "sync") else "0"
     post = _post("RING_SIGNAL_MAX", "member", "base + 8 * me - _heap_base()", "epoch")
     body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team).replace(
+        "DEPARTED", _departures_offset("n")).replace(
         "BACKOFF\n", _indent(_BACKOFF, 3)).replace("POST_EPOCH\n", _indent(post, 3)).replace(
         "FENCE\n", _indent(_RING_QUIET, 1) + "    _quiet()\n" if complete else "    _fence()\n")
     if team == "0":
@@ -788,7 +803,7 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
         "_quiet": _quiet, "_fence": _fence,
         "_heap_base": _heap_base, "_n_pes": n_pes, "_load_u64": _load_u64,
         "_next_epoch": _next_epoch, "_publish_epoch": _publish_epoch, "_peer_of": _peer_of,
-        "_team_entry": _team_entry})
+        "_team_entry": _team_entry, "_stop_for": _stop_for})
 
 
 def _barrier_factory(name, scope, complete):
@@ -840,6 +855,14 @@ def _state_offset(npes):
 
     align = DEFAULT_ALIGN
     return f"(({MAX_TEAMS} * ({npes} + 1) * 8 + {align - 1}) // {align} * {align})"
+
+
+def _departures_offset(npes):
+    """Source: the heap offset of the departure words
+    (``_heap/_symmetric.departures``: right after the teams' state words)."""
+    from .._teams import MAX_TEAMS
+
+    return f"({_state_offset(npes)} + {MAX_TEAMS * 16})"
 
 
 def _make_collective(name, debug):

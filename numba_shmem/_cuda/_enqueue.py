@@ -137,6 +137,47 @@ def wait_value(address, value, stream, nonzero=False):
         _check(cu.cuStreamWaitValue64(stream, address, value, _EQ), "cuStreamWaitValue64")
 
 
+#: handles every context knows: 0, CU_STREAM_LEGACY (1), CU_STREAM_PER_THREAD (2)
+_DEFAULT_STREAMS = (0, 1, 2)
+#: bytes of a stream's handle that must be mapped before the driver reads it
+_HANDLE_BYTES = 64
+
+
+def _readable(address, nbytes):
+    """Whether this process has the ``nbytes`` at ``address`` mapped readable:
+    the kernel copies them into a pipe, and answers EFAULT where they are not
+    (where reading them from here would crash the process)."""
+    import os
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+    libc.write.restype = ctypes.c_ssize_t
+    read_end, write_end = os.pipe()
+    try:
+        return libc.write(write_end, address, nbytes) == nbytes
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def stream_problem(handle):
+    """Why the int ``handle`` is not a stream this PE's work may go on (a
+    str), or None when it is one of the current context's. A made-up handle
+    must never reach the driver unchecked: it reads the memory the handle
+    points to, and an address that is not mapped ends the process."""
+    if handle in _DEFAULT_STREAMS:
+        return None
+    if not 0 < handle < 1 << 64 or not _readable(handle, _HANDLE_BYTES):
+        return "it does not point to memory of this process (not a CUstream)"
+    result, context = cu.cuStreamGetCtx(handle)
+    if result != _SUCCESS:
+        return f"the CUDA driver does not know it ({getattr(result, 'name', result)})"
+    (_, current) = _check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if int(context) != int(current):
+        return "it is a stream of another CUDA context than this PE's"
+    return None
+
+
 def synchronize(stream):
     """Wait on the host until ``stream``'s work is done."""
     _check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize")

@@ -9,8 +9,10 @@ own device. Each step registers its undo, so a failure part way and
 ``finalize()`` both leave no mapping, handle or descriptor behind.
 """
 
+import ctypes
 import json
 import os
+import time
 
 from numba import cuda
 from numba.cuda.cudadrv import devicearray
@@ -169,6 +171,25 @@ class CudaHeap:
     def fill_zero(self, offset, nbytes):
         call("cuMemsetD8", self.base + offset, 0, nbytes)
         call("cuCtxSynchronize")
+
+    def set_word_on_peers(self, offset, value, timeout=1.0):
+        """Store the uint64 ``value`` at ``offset`` of every local PE's heap,
+        with the copy engine on a stream of its own (so beside a kernel that
+        still runs), waiting at most ``timeout`` seconds. Best effort: a
+        context that has failed (a kernel trapped) takes no copies."""
+        ctypes.c_uint64.from_address(self._word).value = value
+        try:
+            for pe in self._peers:
+                call("cuMemcpyHtoDAsync", self.bases[pe] + offset, self._word, 8,
+                     self._word_stream)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                (result,) = cu.cuStreamQuery(self._word_stream)
+                if result != cu.CUresult.CUDA_ERROR_NOT_READY:
+                    return
+                time.sleep(0.001)
+        except ShmemDriverError:
+            pass
 
     def close(self):
         """Release every mapping, handle and reservation; the GPU must be idle."""

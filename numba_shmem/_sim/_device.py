@@ -430,6 +430,30 @@ def signal_wait_until(sig, cmp, value):
                          f"last value seen {local[0]}")
 
 
+def member_wait(word, mark, gone, pe, team, name):
+    """The simulator's ``_cuda/_member_wait``: ``word[0]`` once it is at least
+    ``mark``. If PE ``pe`` (a member of ``team``, a row of the team table)
+    leaves the job meanwhile (``gone[0]``, its departure word), the error the
+    team's other collectives give: under shmem-run the launcher's, which says
+    what the PE did."""
+    local, left = host_array(word), host_array(gone)
+    target = _cast(mark, np.uint64)
+
+    def ready():
+        if local[0] >= target:
+            return local[0]
+        if left[0] and local[0] < target:  # (it may have sent the word, then left)
+            runtime = require(name)
+            row = host_array(team)
+            if runtime.bootstrap.name == "shmem-run":  # fails at once, naming what PE pe did
+                runtime.bootstrap.barrier(f"shmem.{name}", [int(m) for m in row[2:2 + row[0]]])
+            raise ShmemUsageError(f"PE {pe} left the job before reaching shmem.{name}, which "
+                                  f"PE {runtime.bootstrap.rank} waits in")
+        return None
+    return _wait(name, ready, lambda: f"the part of PE {pe} (a word of its own heap below "
+                                      f"{target}; last value seen {local[0]})")
+
+
 def wait_until(ivar, cmp, value):
     local = host_array(ivar)
     test_fn = _compare("wait_until", cmp)

@@ -132,6 +132,11 @@ class SimHeap:
     def fill_zero(self, offset, nbytes):
         self._views[self._own][offset:offset + nbytes] = 0
 
+    def set_word_on_peers(self, offset, value):
+        """Store the uint64 ``value`` at ``offset`` of every local PE's heap."""
+        for view in self._views:
+            view[offset:offset + 8].view(np.uint64)[0] = value
+
     @contextlib.contextmanager
     def locked(self, pe):
         """Exclusive access to PE ``pe``'s heap for one atomic operation: against

@@ -145,7 +145,7 @@ def _lines_launch(tier, plan, team, dtype):
     kernel = tier.prepared(tier.kernels.line_reduce_kernel(plan.reduce_op, dtype.itemsize // 4),
                            "lines", dtype)
     tier.lined.add(team)
-    return kernel.launch, (team, *tier.team_row(team), *tier.state(), *slots)
+    return kernel.launch, (team, *tier.team_row(team), *tier.state(), *slots, *tier.departed())
 
 
 def _run_gpu(tier, plan, team, size, dest, source, nelems, root, in_place, stream):
@@ -216,8 +216,8 @@ def _run_sim(tier, plan, team, dest, source, nelems, root, in_place):
         tier.lined.add(team)
         row = cuda.to_device(tier.runtime.teams.row(team))
         kernels.line_reduce_kernel(plan.reduce_op, source.dtype.itemsize // 4)[
-            1, _SIM_THREADS, 0](team, row, tier.state(), slots, dest, source, nelems,
-                                plan.scatter)
+            1, _SIM_THREADS, 0](team, row, tier.state(), slots, tier.departed(), dest, source,
+                                nelems, plan.scatter)
         return
     if tier.runtime.proxy is not None:
         # members on other nodes: the block form, whose puts and gets reach them

@@ -12,6 +12,7 @@ from .._errors import ShmemUsageError
 
 _external = {}  # handle -> numba external stream
 _numba_types = set()  # the classes of numba's streams seen so far
+_checked = set()  # raw handles the driver knows as streams of this process's context
 
 
 def _numba_stream(stream):
@@ -51,6 +52,24 @@ def _refuse(stream, name):
         "cuda.core stream")
 
 
+def checked_handle(handle, stream, name):
+    """``handle`` (an int), once it is known to be a stream of this PE's CUDA
+    context (GPU only): a made-up handle is a usage error, never a crash.
+    Checked once per handle."""
+    if handle in _checked:
+        return handle
+    from .._cuda._enqueue import stream_problem
+
+    problem = stream_problem(handle)
+    if problem is not None:
+        raise ShmemUsageError(
+            f"shmem.{name}: stream={stream!r} is not a CUDA stream of this PE: {problem}; pass "
+            "a numba stream, a CUstream handle of this process (an int, 0 for the default "
+            "stream), or a CuPy, PyTorch or cuda.core stream")
+    _checked.add(handle)
+    return handle
+
+
 def raw_handle(stream, name):
     """The ``CUstream`` handle (an int) that ``stream=`` of ``shmem.<name>``
     stands for (0 for None); an error names the argument and what to pass."""
@@ -84,5 +103,6 @@ def as_stream(stream, name, backend):
     if found is None:
         from numba import cuda
 
+        checked_handle(handle, stream, name)
         found = _external[handle] = cuda.external_stream(handle)
     return found

@@ -114,18 +114,21 @@ def reduce_kernel(op):
 _LINES = {}
 
 
-def _bit_casts():
-    """(bits, from_bits): a value's bits as an integer and back, for the target
-    numba compiles kernels for (the GPU, or its simulator)."""
+def _line_helpers():
+    """(bits, from_bits, member_wait, its extra arguments): a value's bits as an
+    integer and back, and the wait for a member's word that stops when the
+    member leaves, for the target numba compiles kernels for (the GPU, or its
+    simulator, whose wait also takes the team's row and the call's name)."""
     from .._select import numba_is_simulator
 
     if not numba_is_simulator():
+        from .._cuda._member_wait import member_wait
         from .._cuda._proxied import _bits, _from_bits
 
-        return _bits, _from_bits
-    from .._sim._device import bits, from_bits
+        return _bits, _from_bits, member_wait, ""
+    from .._sim._device import bits, from_bits, member_wait
 
-    return bits, from_bits
+    return bits, from_bits, member_wait, ", team, NAMES[scatter]"
 
 
 def line_reduce_kernel(op, halves):
@@ -135,8 +138,9 @@ def line_reduce_kernel(op, halves):
     own row of that member's slots (``slots``: the team's line slots on the
     heap), 4 bytes to a uint64 word beside a mark in the high half: a word that
     carries this call's mark has arrived whole. It waits for every other
-    member's words and combines them in team order. Nothing synchronizes the
-    team before or after:
+    member's words and combines them in team order; a wait stops when its
+    member leaves the job (``departed``: this PE's departure words, one per
+    PE). Nothing synchronizes the team before or after:
 
     - The call's number on the team (``state[2 * handle]``, counted on every
       member) picks one of two sets of slots by its parity. A member can store
@@ -155,12 +159,13 @@ def line_reduce_kernel(op, halves):
       call is complete, its dest is written and its source may be reused."""
     key = (op, halves)
     if key not in _LINES:
+        bits, from_bits, member_wait, extra = _line_helpers()
         high = ("            _atomic_set(slots[at + 1:at + 2], mark | (u >> HIGH), pe)\n"
                 if halves == 2 else "")
-        wait_high = ("                u |= (_signal_wait_until(slots[at + 1:at + 2], CMP_GE, mark)"
-                     " & LOW) << HIGH\n" if halves == 2 else "")
+        wait_high = ("                u |= (_member_wait(slots[at + 1:at + 2], mark, gone, pe"
+                     f"{extra}) & LOW) << HIGH\n" if halves == 2 else "")
         source = (
-            "def kernel(handle, team, state, slots, dest, source, nelems, scatter):\n"
+            "def kernel(handle, team, state, slots, departed, dest, source, nelems, scatter):\n"
             "    size = team[0]\n"
             "    me = team[1]\n"
             "    calls = state[2 * handle]\n"
@@ -182,7 +187,9 @@ def line_reduce_kernel(op, halves):
             "                b = source[scatter * me * nelems + i]\n"
             "            else:\n"
             "                at = base + j * WORDS + i * HALVES\n"
-            "                u = _signal_wait_until(slots[at:at + 1], CMP_GE, mark) & LOW\n"
+            "                pe = team[2 + j]\n"
+            "                gone = departed[pe:pe + 1]  # set once PE pe has left the job\n"
+            f"                u = _member_wait(slots[at:at + 1], mark, gone, pe{extra}) & LOW\n"
             f"{wait_high}"
             "                b = _from_bits(source, u)\n"
             "            if j == 0:\n"
@@ -198,11 +205,11 @@ def line_reduce_kernel(op, halves):
             "    if cuda.threadIdx.x == 0:\n"
             "        state[2 * handle] = calls + ONE\n"
             "        state[2 * handle + 1] = ONE\n")
-        bits, from_bits = _bit_casts()
         scope = {"cuda": cuda, "min": min, "max": max, "uint64": np.uint64,
                  "int64": np.int64, "_bits": bits, "_from_bits": from_bits,
-                 "_atomic_set": _atomic_set, "_signal_wait_until": _signal_wait_until,
-                 "CMP_GE": api.CMP_GE, "WORDS": LINE_WORDS, "HALVES": halves,
+                 "_atomic_set": _atomic_set, "_member_wait": member_wait,
+                 "NAMES": (f"{op}_reduce", f"{op}_reducescatter"), "WORDS": LINE_WORDS,
+                 "HALVES": halves,
                  "ZERO": np.uint64(0), "ONE": np.uint64(1), "CYCLE": _CYCLE,
                  "LOW": np.uint64(0xFFFF_FFFF), "HIGH": np.uint64(32)}
         exec(source, scope)  # noqa: S102  (generated from REDUCE_OPS)
@@ -255,5 +262,5 @@ def argtypes(kind, dtype=np.uint8):
             "block": (i64, data, data, i64), "block_root": (i64, data, data, i64, i64),
             "spread": (row, data, data, i64, i64, i64, i64),
             "reduce": (row, data, data, i64, i64),
-            "lines": (i64, row, sig, sig, data, data, i64, i64),
+            "lines": (i64, row, sig, sig, sig, data, data, i64, i64),
             "settle": (i64, sig)}[kind]

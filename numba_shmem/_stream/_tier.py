@@ -9,10 +9,10 @@ import numpy as np
 
 from .._arrays import checked_pe
 from .._errors import ShmemUsageError
-from .._heap._symmetric import LINE_BYTES, LINE_TEAMS, line_slots, team_state
+from .._heap._symmetric import LINE_BYTES, LINE_TEAMS, departures, line_slots, team_state
 from .._runtime import require
 from .._transport import proxy_for
-from ._handles import as_stream, raw_handle
+from ._handles import as_stream, checked_handle, raw_handle
 from ._targets import Targets
 
 
@@ -37,6 +37,7 @@ class Tier:
         #: on those can a collective that puts into members' arrays need to sync first
         self.lined = set()
         self._state = None  # the teams' state words, as state() gives them
+        self._departed = None  # the departure words, as departed() gives them
         table = runtime.teams.device  # int32[MAX_TEAMS, n_pes + 2] on the GPU, else None
         self._table = None if table is None else (
             table.device_ctypes_pointer.value, table.shape[1], table.shape[1] * table.dtype.itemsize)
@@ -55,6 +56,13 @@ class Tier:
             offset, nbytes = team_state(self.runtime.bootstrap.size)
             self._state = self._words(offset, nbytes // 8)
         return self._state
+
+    def departed(self):
+        """This PE's departure words, one per PE (``_heap/_symmetric.departures``)."""
+        if self._departed is None:
+            offset, nbytes = departures(self.runtime.bootstrap.size)
+            self._departed = self._words(offset, nbytes // 8)
+        return self._departed
 
     def line_slots(self, team, dtype, nelems):
         """``team``'s line slots if a reduction of ``nelems`` of ``dtype`` goes in
@@ -117,7 +125,7 @@ def stream_of(runtime, stream, name):
     (where calls run at once) 0, once ``stream`` is known to be a stream."""
     if runtime.backend == "sim":
         return as_stream(stream, name, "sim")
-    return raw_handle(stream, name)
+    return checked_handle(raw_handle(stream, name), stream, name)
 
 
 def peer_base(runtime, pe, name):

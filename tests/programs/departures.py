@@ -65,13 +65,50 @@ def team():
     say(f"PE {me}: host {host.tolist() == expected}, device {device.tolist() == expected}")
 
 
-def threads():
+def _leaves_while_waited_for(wait):
+    """PE 1 leaves (exit 0, without finalize) while PE 0 waits for it in
+    ``wait()``: the wait stops at once with the error the other forms give
+    (on the GPU the kernel stops and the PE says which PE left)."""
+    shmem.barrier_all()
+    if shmem.my_pe() == 1:
+        time.sleep(1)  # PE 0 waits by now
+        sys.exit(0)
+    start = time.monotonic()
+    try:
+        wait()
+        cuda.synchronize()
+        say("PE 0: the wait returned")
+    except Exception as exc:  # the test reads what it says
+        say(f"PE 0 after {time.monotonic() - start:.0f} s: {type(exc).__name__}: {exc}")
+
+
+def member_left():
+    """... in a host reduction in lines."""
+    source = shmem.zeros(8, np.int64)
+    dest = shmem.zeros(8, np.int64)
+    _leaves_while_waited_for(lambda: shmem.sum_reduce(shmem.TEAM_WORLD, dest, source, 8))
+
+
+@cuda.jit
+def device_barrier():
+    shmem.barrier_all()
+
+
+def barrier_left():
+    """... in a kernel's barrier_all (launched plainly: collective_launch would
+    wait for PE 1 on the host)."""
+    _leaves_while_waited_for(lambda: device_barrier[1, 1]())
+
+
+def _in_two_threads(call, times):
+    """``call()`` ``times`` times in each of two threads at once; then one line
+    with the errors seen."""
     errors = []
 
     def loop():
         try:
-            for _ in range(100):
-                shmem.sync_all()
+            for _ in range(times):
+                call()
         except Exception as exc:  # the test prints what went wrong
             errors.append(repr(exc))
 
@@ -82,6 +119,18 @@ def threads():
         worker.join()
     shmem.barrier_all()
     say(f"PE {shmem.my_pe()}: {len(errors)} errors {errors[:1]}")
+
+
+def threads():
+    _in_two_threads(shmem.sync_all, 100)
+
+
+def allocations():
+    """Two threads of each PE allocate at once: each call's steps (the
+    agreement, the growth, the zeroing) reach the other PEs together, so the
+    calls pair up whole (before: "PE 0 called shmem.array, PE 1 called
+    shmem.zeros", a call nobody made)."""
+    _in_two_threads(lambda: shmem.zeros(1 << 16, np.uint8), 30)
 
 
 def timeout():

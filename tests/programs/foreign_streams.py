@@ -86,6 +86,18 @@ def main():
         shmem.put(data, np.zeros(64, np.int64), right, stream="fast")
     except shmem.ShmemUsageError as error:
         sys.stdout.write(f"EXPECTED ShmemUsageError: {error}\n")
+    if backend == "cuda":
+        # made-up handles: an address nothing is mapped at (before: SIGSEGV in
+        # the driver), and one of memory that is not a stream
+        bogus = np.zeros(64, np.uint8)
+        for handle in (0x1234567, bogus.ctypes.data):
+            for call in (lambda: shmem.put(data, np.zeros(64, np.int64), right, stream=handle),
+                         lambda: shmem.collective_launch(add_one, 1, 64, data, stream=handle)):
+                try:
+                    call()
+                    sys.stdout.write(f"PE {me}: stream={handle:#x} WRONG: accepted\n")
+                except shmem.ShmemUsageError as error:
+                    sys.stdout.write(f"EXPECTED made-up handle: {error}\n")
     shmem.finalize()
 
 
