@@ -40,10 +40,11 @@ _device_api.bind(host=_HOST_FORMS)
 if not _select.numba_is_simulator():
     from ._cuda import _intrinsics  # noqa: E402,F401  (registers the device side)
 else:
-    from ._sim import _device as _sim_device, _shared_arrays  # noqa: E402
+    from ._sim import _cache, _device as _sim_device, _shared_arrays  # noqa: E402
 
     _device_api.bind(simulator=_sim_device)
     _shared_arrays.install()
+    _cache.install()
 
 __version__ = "0.1.0"
 

@@ -140,8 +140,23 @@ for _op in REDUCE_OPS:
         "team dest source nelems",
         f"``dest[:nelems]`` on member ``i`` = the {_op} over members of block ``i`` (``nelems`` "
         "elements) of ``source``.")
+
+
+def collective_order(name):
+    """What holds around the data of the collective ``name`` (a block form):
+    which members' arrays it reads and writes, and what synchronizes them."""
+    if name.endswith(("_reduce_block", "_reducescatter_block")):
+        return ("Starts with ``sync(team)`` (every member's ``source`` is ready), then reads "
+                "every member's ``source`` and writes only this member's ``dest``.")
+    return ("Stores into the members' ``dest`` at once, with no synchronization first: as "
+            "OpenSHMEM requires, ``dest`` must be ready on every member before any member "
+            "calls (after reading or writing a ``dest``, ``sync(team)`` before the next "
+            "collective into it).")
+
+
 for _name, (_params, _doc) in COLLECTIVES.items():
-    TABLE[_name] = (_params, _COLLECTIVE + _doc + " Complete on every member when it returns.")
+    TABLE[_name] = (_params, f"{_COLLECTIVE}{_doc} {collective_order(_name)} Ends with "
+                             "``barrier(team)``: complete on every member when it returns.")
 
 #: atomic name -> (parameters, what it does); types: int32, uint32, int64, uint64,
 #: and float32/float64 for fetch, set, swap, add and fetch_add
@@ -222,11 +237,24 @@ def _implementation(name):
         f"shmem.{name}() is a device function: call it inside a @cuda.jit kernel")
 
 
+def cache_refused(kernel):
+    """The error for the kernel named ``kernel``, which calls numba-shmem and
+    was declared with ``cache=True``: the same on both backends (the GPU's
+    lowering raises it, ``_cuda/_state.py``; the simulator's launch,
+    ``_sim/_cache.py``)."""
+    return ShmemUsageError(f"kernel {kernel!r} calls numba-shmem and was declared with "
+                           "cache=True; numba cannot cache kernels that link device state, "
+                           "remove cache=True")
+
+
 def _make(name, params, doc):
     def device_function(*args, **kwargs):
         return _implementation(name)(*args, **kwargs)
 
-    parameters = [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in params.split()]
+    # positional or by the documented names, on both backends (the GPU's
+    # typing folds keywords by the same names, _cuda/_typing.typer_for)
+    parameters = [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                  for p in params.split()]
     if name in HOST_FORMS:
         doc = f"{doc} {HOST_FORMS[name]}"
         parameters.append(inspect.Parameter("stream", inspect.Parameter.KEYWORD_ONLY, default=0))

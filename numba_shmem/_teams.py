@@ -23,6 +23,24 @@ TEAM_INVALID = -1
 MAX_TEAMS = 64
 
 
+def is_integer(value):
+    """Whether ``value`` is an exact integer: an int or a numpy integer, never a
+    bool, nor a float or a string that ``int()`` would take."""
+    return type(value) is int or (isinstance(value, (int, np.integer))
+                                  and not isinstance(value, bool))
+
+
+def team_handle(team, what, arg="team"):
+    """``team`` as an int, or a usage error naming ``what`` and the argument
+    ``arg`` where it is not an exact integer (0.7 and '0' are not TEAM_WORLD,
+    True is not TEAM_SHARED)."""
+    if not is_integer(team):
+        raise ShmemUsageError(
+            f"{what}: {arg} must be a team handle (an int or numpy integer: shmem.TEAM_WORLD, "
+            f"TEAM_SHARED or one team_split_* returned), got {team!r}; pass the handle itself")
+    return int(team)
+
+
 class TeamTable:
     """This PE's teams: handle -> sorted tuple of member PEs (world numbering)."""
 
@@ -46,16 +64,23 @@ class TeamTable:
     def table(self):
         return np.stack([self.row(team) for team in range(MAX_TEAMS)])
 
-    def get(self, team, what):
-        try:
-            return self.members[int(team)]
-        except (KeyError, TypeError, ValueError):
-            raise ShmemUsageError(f"{what}: team={team!r} is not a team of this PE (destroyed, "
-                                  "or this PE is not a member)") from None
+    def get(self, team, what, arg="team"):
+        """The members of ``team``; a usage error naming ``what`` and the
+        argument ``arg`` where it is not a handle of one of this PE's teams."""
+        members = self.members.get(team_handle(team, what, arg))
+        if members is None:
+            raise ShmemUsageError(f"{what}: {arg}={team!r} is not a team of this PE (destroyed, "
+                                  "or this PE is not a member)")
+        return members
 
     def add(self, bootstrap, parent_members, new_members, what):
         """Collective over ``parent_members``: agree on a handle free on every
-        member of each new team (a list of member tuples, or None for none)."""
+        member of each new team (a list of member tuples, or None for none).
+        Another thread's split waits: both would take the same free handle."""
+        with bootstrap.serial():
+            return self._add(bootstrap, parent_members, new_members, what)
+
+    def _add(self, bootstrap, parent_members, new_members, what):
         used = sorted(self.members)
         reports = [json.loads(r) for r in bootstrap.allgather(
             json.dumps([used, new_members]).encode(), what, list(parent_members))]
@@ -91,14 +116,11 @@ def _table(what):
     return require(what).teams
 
 
-def _members_or_none(team, what):
-    """The members of ``team``, or None for TEAM_INVALID and any other handle
-    that is not one of this PE's teams (OpenSHMEM: those queries return -1)."""
-    table = _table(what)
-    if isinstance(team, bool) or not isinstance(team, (int, np.integer)):
-        raise ShmemUsageError(f"shmem.{what}: team must be a team handle (an int), got "
-                              f"{team!r}")
-    return table.members.get(int(team))
+def _members_or_none(team, what, arg="team"):
+    """The members of ``team`` (the argument ``arg``), or None for TEAM_INVALID
+    and any other handle that is not one of this PE's teams (OpenSHMEM: those
+    queries return -1)."""
+    return _table(what).members.get(team_handle(team, f"shmem.{what}", arg))
 
 
 def team_my_pe(team):
@@ -119,8 +141,11 @@ def team_translate_pe(src_team, src_pe, dest_team):
     """Host and device. The number in ``dest_team`` of PE ``src_pe`` of
     ``src_team``; -1 if it is not a member of ``dest_team`` or either team is
     TEAM_INVALID."""
-    source = _members_or_none(src_team, "team_translate_pe")
-    dest = _members_or_none(dest_team, "team_translate_pe")
+    source = _members_or_none(src_team, "team_translate_pe", "src_team")
+    dest = _members_or_none(dest_team, "team_translate_pe", "dest_team")
+    if not is_integer(src_pe):
+        raise ShmemUsageError(f"shmem.team_translate_pe: src_pe must be an int or numpy integer "
+                              f"(a PE number of src_team), got {src_pe!r}")
     if source is None or dest is None or not 0 <= src_pe < len(source):
         return -1
     world = source[src_pe]
@@ -130,7 +155,7 @@ def team_translate_pe(src_team, src_pe, dest_team):
 def _parent(parent, what):
     """The runtime and the parent's members (a PE's table holds only its own teams)."""
     runtime = require(what)
-    return runtime, runtime.teams.get(parent, f"shmem.{what}")
+    return runtime, runtime.teams.get(parent, f"shmem.{what}", "parent")
 
 
 def team_split_strided(parent, start, stride, size):
@@ -139,12 +164,13 @@ def team_split_strided(parent, start, stride, size):
     members and TEAM_INVALID on the other PEs of the parent."""
     runtime, members = _parent(parent, "team_split_strided")
     n = len(members)
-    if not (isinstance(stride, int) and stride >= 1 and isinstance(size, int) and size >= 1
-            and isinstance(start, int) and 0 <= start and start + (size - 1) * stride < n):
+    if not (is_integer(stride) and stride >= 1 and is_integer(size) and size >= 1
+            and is_integer(start) and 0 <= start and start + (size - 1) * stride < n):
         raise ShmemUsageError(
             f"shmem.team_split_strided: start={start!r}, stride={stride!r}, size={size!r} do "
-            f"not pick PEs of a parent team of {n} (need 0 <= start, stride >= 1, size >= 1 "
-            f"and start + (size - 1) * stride < {n})")
+            f"not pick PEs of a parent team of {n} (need ints with 0 <= start, stride >= 1, "
+            f"size >= 1 and start + (size - 1) * stride < {n})")
+    start, stride, size = int(start), int(stride), int(size)
     chosen = [members[start + i * stride] for i in range(size)]
     (handle,) = runtime.teams.add(runtime.bootstrap, members, [chosen],
                                   "shmem.team_split_strided")
@@ -156,9 +182,9 @@ def team_split_2d(parent, xrange):
     ``xrange``; return (this PE's row team, this PE's column team)."""
     runtime, members = _parent(parent, "team_split_2d")
     n = len(members)
-    if not (isinstance(xrange, int) and xrange >= 1):
+    if not (is_integer(xrange) and xrange >= 1):
         raise ShmemUsageError(f"shmem.team_split_2d: xrange must be an int >= 1, got {xrange!r}")
-    xrange = min(xrange, n)
+    xrange = min(int(xrange), n)
     rows = [list(members[i:i + xrange]) for i in range(0, n, xrange)]
     columns = [list(members[j::xrange]) for j in range(xrange)]
     handles = runtime.teams.add(runtime.bootstrap, members, rows + columns, "shmem.team_split_2d")
@@ -169,9 +195,15 @@ def team_split_2d(parent, xrange):
 def team_destroy(team):
     """Host. Collective over ``team``. Release the handle on every member."""
     runtime = require("team_destroy")
+    team = team_handle(team, "shmem.team_destroy")
     if team in (TEAM_WORLD, TEAM_SHARED):
         raise ShmemUsageError("shmem.team_destroy: TEAM_WORLD and TEAM_SHARED cannot be destroyed")
     members = runtime.teams.get(team, "shmem.team_destroy")
+    with runtime.bootstrap.serial():
+        _destroy(runtime, team, members)
+
+
+def _destroy(runtime, team, members):
     runtime.synchronize("shmem.team_destroy")  # this PE's kernels using the team are done...
     runtime.bootstrap.barrier("shmem.team_destroy", list(members))  # ...and every member's
     runtime.teams.remove(team)

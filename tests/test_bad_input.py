@@ -2,15 +2,17 @@
 that still works afterwards. On the simulator the errors come at run time,
 through a live group of PEs; on the GPU the type errors come at compile time.
 And every public host function that takes symmetric arrays, and every public
-function, host or device, before init()."""
+function, host or device, before init(). And requests from other nodes that a
+target's proxy refuses."""
 
 import re
 
+import numpy as np
 import pytest
 
 from conftest import BACKEND, python, shmem_run
 from harness import PEGroup
-from numba_shmem import _device_api as api
+from numba_shmem import ShmemUsageError, _device_api as api
 
 REMOTE = sorted(name for name, (params, _doc) in api.TABLE.items() if "pe" in params.split())
 SIGNALLING = sorted(name for name in api.TABLE if "signal" in name and name != "signal_fetch"
@@ -134,3 +136,143 @@ def test_every_host_function_refuses_bad_arrays_and_the_job_goes_on():
                 (name, bad, outcome)
     assert result.stdout.count("usable") == 2
     assert result.stdout.count("strided numpy filled") == 2  # before: get left it untouched
+
+
+def _team_handle(name, given, arg="team"):
+    return (rf"ShmemUsageError shmem\.{name}: {arg} must be a team handle \(an int or numpy "
+            rf"integer: shmem\.TEAM_WORLD, TEAM_SHARED or one team_split_\* returned\), got "
+            rf"{re.escape(given)}; pass the handle itself")
+
+
+COLLECTIVE_ARGS = {
+    "broadcast_root_float": r"ShmemUsageError shmem\.broadcast: root must be a PE of the team, "
+                            r"an int or numpy integer from 0 to 1, got 0\.5; pass the team "
+                            r"number of the PE whose source is sent",
+    "broadcast_root_str": r"ShmemUsageError shmem\.broadcast: root must be a PE .*, got '1';",
+    "broadcast_root_bool": r"ShmemUsageError shmem\.broadcast: root must be a PE .*, got True;",
+    "broadcast_team_float": _team_handle("broadcast", "0.7"),
+    "fcollect_team_str": _team_handle("fcollect", "'0'"),
+    "sum_reduce_team_bool": _team_handle("sum_reduce", "True"),
+    "fcollect_stray": r"TypeError fcollect\(\) takes 4 positional arguments but 5 were given",
+    "sum_reduce_stray": r"TypeError sum_reduce\(\) takes 4 positional arguments but 5 were given",
+    "broadcast_stray": r"TypeError broadcast\(\) takes 5 positional arguments but 6 were given",
+    "broadcast_no_root": r"TypeError broadcast\(\) missing 1 required positional argument: "
+                         r"'root'",
+    "barrier_team_float": _team_handle("barrier", "0.7"),
+    "barrier_stream_team_str": _team_handle("barrier", "'0'"),
+    "sync_team_bool": _team_handle("sync", "True"),
+    "team_my_pe_str": _team_handle("team_my_pe", "'0'"),
+    "team_n_pes_float": _team_handle("team_n_pes", "0.7"),
+    "team_translate_pe_team_bool": _team_handle("team_translate_pe", "True", "src_team"),
+    "team_translate_pe_pe_float": r"ShmemUsageError shmem\.team_translate_pe: src_pe must be an "
+                                  r"int or numpy integer \(a PE number of src_team\), got 0\.5",
+    "team_split_strided_parent_str": _team_handle("team_split_strided", "'0'", "parent"),
+    "team_split_strided_start_bool": r"ShmemUsageError shmem\.team_split_strided: start=True, "
+                                     r"stride=1, size=1 do not pick PEs of a parent team of 2 "
+                                     r"\(need ints with",
+    "team_split_2d_parent_float": _team_handle("team_split_2d", "0.7", "parent"),
+    "team_split_2d_xrange_bool": r"ShmemUsageError shmem\.team_split_2d: xrange must be an int "
+                                 r">= 1, got True",
+    # (before: "TEAM_WORLD and TEAM_SHARED cannot be destroyed", True being 1)
+    "team_destroy_bool": _team_handle("team_destroy", "True"),
+    # the GPU refuses it when it compiles the kernel
+    "device_stray": r"TypeError .*fcollect_block\(\) takes 4 positional arguments but 5 were "
+                    r"given" if BACKEND == "sim" else r"TypingError .*fcollect_block.*too many "
+                                                      r"positional arguments",
+    "device_root_float": r"(ShmemUsageError|TypingError) .*shmem\.broadcast_block: root must be "
+                         r"an integer, got (0\.5|float64)",
+    "device_team_float": (r"ShmemUsageError .*" + _team_handle("broadcast_block", "0.7")[16:]
+                          if BACKEND == "sim" else r"TypingError .*shmem\.broadcast_block: team "
+                                                   r"must be an integer, got float64"),
+    # (the GPU does not check the range: no member sends)
+    "device_root_outside": r"ShmemUsageError .*shmem\.broadcast_block: root must be a PE of the "
+                           r"team, from 0 to 1, got 2" if BACKEND == "sim" else "ok",
+    "host_keywords": r"ok",
+    "device_keywords": r"ok",
+}
+
+
+def test_collectives_and_team_calls_take_exact_integers_and_their_documented_keywords():
+    """A float, string or bool team, root or team-split argument is an error
+    naming it (before: 0.7 and '0' were TEAM_WORLD, True TEAM_SHARED, a root of
+    0.5 moved nothing); a stray positional argument is a TypeError (before: it
+    was ignored); numpy integers and the documented keywords work, in kernels
+    too (before, on the simulator: an unexpected keyword 'root')."""
+    result = shmem_run(2, "collective_args.py", launcher_args=["--tag-output"], timeout=300,
+                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "60"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    cases = {}
+    for line in result.stdout.splitlines():
+        _pe, rest = line.split("] ", 1)
+        case, outcome = rest.split(" ", 1)
+        cases.setdefault(case, []).append(outcome)
+    assert set(cases) == set(COLLECTIVE_ARGS), set(cases) ^ set(COLLECTIVE_ARGS)
+    for case, outcomes in cases.items():
+        assert len(outcomes) == 2, (case, outcomes)  # on both PEs
+        for outcome in outcomes:
+            assert re.fullmatch(COLLECTIVE_ARGS[case] + ".*", outcome), (case, outcome)
+
+
+def test_gpu_collectives_take_their_documented_keywords():
+    """numba's typing folds keywords by the typer's parameter names: the
+    keyword call compiles to the positional call's PTX; a stray argument and a
+    misspelt keyword are typing errors naming the collective."""
+    result = python("ptx_keywords.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["broadcast_block"] == "same" and lines["sum_reduce_block"] == "same", lines
+    assert re.search(r"fcollect_block.*too many positional arguments", lines["stray"])
+    assert re.search(r"broadcast_block.*rooot=.*missing a required argument: 'root'",
+                     lines["misspelt"])
+
+
+def test_a_target_refuses_what_it_cannot_apply():
+    """Every kind of request against the target's checks: the heap in use,
+    alignment, known operations (a bad request never reaches the heap)."""
+    from numba_shmem._transport import _proxy
+
+    class Target:
+        def extent(self):
+            return 4096
+
+    proxy = _proxy.Proxy.__new__(_proxy.Proxy)
+    proxy._target = Target()
+    refusal = proxy._refusal
+    assert refusal(_proxy.PUT, 4088, [8]) is None and refusal(_proxy.GET, 0, [4096]) is None
+    assert refusal(_proxy.PUT, 0, [8, bytes(8)]) is None
+    assert "a put of 8 bytes came with 4" in refusal(_proxy.PUT, 0, [8, bytes(4)])
+    assert refusal(_proxy.ATOMIC, 8, ["int64", "add", 1, 0]) is None
+    assert refusal(_proxy.SIGNAL, 4088, [1, 5]) is None
+    assert "a put of 16 bytes at heap offset 4088 runs outside the 4096 mapped bytes of its " \
+           "heap (offsets 0 to 4095)" in refusal(_proxy.PUT, 4088, [16])
+    assert "heap offset -8 runs outside" in refusal(_proxy.GET, -8, [8])
+    assert refusal(_proxy.GET, np.int64(8), [np.int64(8)]) is None  # (the simulator's offsets)
+    assert "a get at heap offset 0.5 of 8 bytes is not a range" in refusal(_proxy.GET, 0.5, [8])
+    assert "an atomic add of int64 at heap offset 4 is not aligned to its 8 bytes" in \
+        refusal(_proxy.ATOMIC, 4, ["int64", "add", 1, 0])
+    assert "an atomic 'xor' on 'float32' is not an operation it applies" in \
+        refusal(_proxy.ATOMIC, 0, ["float32", "xor", 1, 0])
+    assert "an atomic 'inc' on 'int64'" in refusal(_proxy.ATOMIC, 0, ["int64", "inc", 1, 0])
+    assert "a signal operation 7 is not one it applies" in refusal(_proxy.SIGNAL, 0, [7, 1])
+    assert "a signal update at heap offset 12 is not aligned" in refusal(_proxy.SIGNAL, 12, [0, 1])
+    assert "'bogus' is not a request it knows" in refusal("bogus", 0, [])
+    # malformed: never an exception in the proxy thread
+    assert "a get request of 2 arguments is malformed" in refusal(_proxy.GET, 0, [8, 8])
+    assert "an atomic add of int64 came with 'x' and 0" in \
+        refusal(_proxy.ATOMIC, 0, ["int64", "add", "x", 0])
+    assert refusal(_proxy.ATOMIC, 0, ["int64", "fetch", 0, None]) is None
+    assert "a signal update came with 1.5" in refusal(_proxy.SIGNAL, 0, [0, 1.5])
+    assert "a put of -8 bytes at heap offset 0 runs outside" in refusal(_proxy.PUT, 0, [-8])
+
+
+def test_refusals_nobody_waited_for_are_raised_once_each_call():
+    """The first refusal, and how many more there were; then none."""
+    from numba_shmem._transport import _proxy
+
+    proxy = _proxy.Proxy.__new__(_proxy.Proxy)
+    proxy._refused = ["shmem.put toward PE 1: PE 1 refused it: one",
+                      "shmem.put toward PE 1: PE 1 refused it: two"]
+    with pytest.raises(ShmemUsageError, match=r"^shmem\.put toward PE 1: PE 1 refused it: "
+                       r"one \(and 1 more refused requests\)$"):
+        proxy._raise_refused()
+    proxy._raise_refused()  # nothing left

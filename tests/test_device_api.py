@@ -41,12 +41,34 @@ def test_kv_transfer_sample():
 def test_documented_signatures_are_the_real_ones():
     for name, (params, doc) in _device_api.TABLE.items():
         fn = getattr(shmem, name)
+        # positional or by name (the GPU's typing folds keywords by these names)
         positional = [p.name for p in inspect.signature(fn).parameters.values()
-                      if p.kind == inspect.Parameter.POSITIONAL_ONLY]
+                      if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
         assert positional == params.split(), name
         assert fn.__doc__.startswith(doc) and doc.startswith(("Thread scope", "Warp scope",
                                                               "Block scope"))
     assert list(inspect.signature(shmem.put).parameters) == ["dest", "source", "pe", "stream"]
+    for name in _device_api.COLLECTIVES:
+        host = getattr(shmem, name[:-len("_block")])
+        assert str(inspect.signature(host)) == "(team, dest, source, nelems{}, *, stream=0)".format(
+            ", root" if name == "broadcast_block" else ""), name
+
+
+def test_the_simulators_device_functions_take_the_documented_parameters():
+    """Keywords by the documented names reach the simulator's functions
+    (before: its collectives took ``*rest``, so ``root=0`` was an unexpected
+    keyword of ``_make_collective.<locals>.collective``)."""
+    import sys
+
+    from conftest import run_hard
+
+    script = ("import inspect, numba_shmem; from numba_shmem import _device_api as api; "
+              "from numba_shmem._sim import _device; "
+              "print([name for name, (params, _doc) in api.TABLE.items() "
+              "if list(inspect.signature(getattr(_device, name)).parameters) != params.split()])")
+    result = run_hard([sys.executable, "-c", script], 120, {"NUMBA_SHMEM_BACKEND": "sim"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
 
 
 def _compile_sections(debug, nodes=False):

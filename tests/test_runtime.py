@@ -168,10 +168,19 @@ def test_wait_timeout_names_the_pe_and_the_collective():
     assert "NUMBA_SHMEM_WAIT_TIMEOUT" in result.stdout
 
 
-@needs_gpu
 def test_cache_true_is_refused():
+    """The same error on both backends (before, the simulator ignored cache=True)."""
     _expect(shmem_run(1, "errors.py", "cache_true"), "ShmemUsageError",
             r"kernel 'kernel' calls numba-shmem and was declared with cache=True.*remove cache=True")
+
+
+def test_cache_true_is_refused_through_a_device_function():
+    """A kernel reaching numba-shmem through a device function cannot be cached
+    either; one that does not call numba-shmem still runs with cache=True."""
+    output = _expect(shmem_run(1, "errors.py", "cache_true_device_function"), "ShmemUsageError",
+                     r"^kernel 'kernel' calls numba-shmem and was declared with cache=True; numba "
+                     r"cannot cache kernels that link device state, remove cache=True$")
+    assert "PLAIN RAN" in output
 
 
 @needs_gpu

@@ -18,6 +18,7 @@ import numpy as np
 from llvmlite import ir
 from numba.cuda.cudadrv.linkable_code import PTXSource
 
+from .._device_api import cache_refused
 from .._errors import ShmemUsageError
 from ._driver import call
 from ._enqueue import outside_capture
@@ -88,16 +89,14 @@ def _refuse_disk_cache():
     'Cannot pickle CUDACodeLibrary with linking files'); say so up front."""
     from numba.cuda.dispatcher import CUDACache, CUDADispatcher
 
+    # every dispatcher on the stack: a device function's (never cached) is
+    # compiled inside the kernel's that calls it
     frame = sys._getframe(2)
     while frame is not None:
         owner = frame.f_locals.get("self")
-        if isinstance(owner, CUDADispatcher):
-            if isinstance(getattr(owner, "_cache", None), CUDACache):
-                raise ShmemUsageError(
-                    f"kernel {owner.py_func.__name__!r} calls numba-shmem and was "
-                    "declared with cache=True; numba cannot cache kernels that link "
-                    "device state, remove cache=True")
-            return
+        if isinstance(owner, CUDADispatcher) and isinstance(getattr(owner, "_cache", None),
+                                                            CUDACache):
+            raise cache_refused(owner.py_func.__name__)
         frame = frame.f_back
 
 

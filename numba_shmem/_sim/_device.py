@@ -20,6 +20,7 @@ from .. import _device_api as api
 from .._arrays import peer_view
 from .._errors import ShmemTimeoutError, ShmemUsageError
 from .._runtime import require
+from .._teams import is_integer
 from .._transport import proxy_for
 from .._transport._ring import _bits as _ring_bits, _value as _ring_value
 from ._heap import host_array
@@ -331,9 +332,17 @@ def _settle(team, members, name):
 def _make_collective(name):
     kind = name[:-len("_block")]
 
-    def collective(team, dest, source, nelems, *rest):
+    def run(team, dest, source, nelems, root):
         members = _members(team, name)
         me = members.index(require(name).bootstrap.rank)
+        # what the GPU's typing refuses (_cuda/_typing.py), and a root outside the team
+        for what, value in (("nelems", nelems), ("root", root)):
+            if value is not None and not is_integer(value):
+                raise ShmemUsageError(f"shmem.{name}: {what} must be an integer, got {value!r}")
+        if root is not None and not 0 <= root < len(members):
+            raise ShmemUsageError(f"shmem.{name}: root must be a PE of the team, from 0 to "
+                                  f"{len(members) - 1}, got {root}; pass the team number of "
+                                  "the PE whose source is sent")
 
         def action():
             src = _contiguous(host_array(source), name, "source")
@@ -349,7 +358,6 @@ def _make_collective(name):
             if kind in ("broadcast", "fcollect", "alltoall"):
                 _settle(team, members, name)
             if kind == "broadcast":
-                root = rest[0]
                 if me == root:
                     for pe in members:
                         _store(dest, pe, 0, src[:nelems], name)
@@ -372,6 +380,16 @@ def _make_collective(name):
             _team_barrier(members, name)  # complete everywhere; sources may be reused
 
         _cooperative("_block", action)
+
+    # the table's signature (keywords by its names; a stray argument is a
+    # TypeError naming the collective), as the GPU's typing folds them
+    if kind == "broadcast":
+        def collective(team, dest, source, nelems, root):
+            run(team, dest, source, nelems, root)
+    else:
+        def collective(team, dest, source, nelems):
+            run(team, dest, source, nelems, None)
+    collective.__name__ = collective.__qualname__ = name
     return collective
 
 

@@ -29,7 +29,8 @@ import numpy as np
 
 from .. import _device_api as api
 from .._errors import ShmemUsageError
-from .._heap._symmetric import LINE_BYTES
+from .._heap._symmetric import LINE_BYTES, LINE_TEAMS
+from .._teams import is_integer
 from ._tier import stream_of, tier_of
 
 _THREADS = 256
@@ -64,9 +65,7 @@ def _checked(tier, plan, dest, source, nelems, root, members):
     def fail(message):
         raise ShmemUsageError(f"shmem.{name}: {message}")
 
-    # (a plain int, the common case, skips the isinstance checks)
-    if (type(nelems) is not int and (isinstance(nelems, bool) or not isinstance(
-            nelems, (int, np.integer)))) or nelems < 0:
+    if not is_integer(nelems) or nelems < 0:
         fail(f"nelems must be an int >= 0, got {nelems!r}")
     dest_t = tier.targets.symmetric(plan.dest_name, "dest", dest)
     if plan.reduce_op is not None:  # members read each other's source
@@ -81,9 +80,10 @@ def _checked(tier, plan, dest, source, nelems, root, members):
              f"{source_t.dtype}")
     if plan.reduce_op in api.INT_ONLY_OPS and source_t.dtype.kind == "f":
         fail(f"{plan.reduce_op} needs an integer dtype, got {source_t.dtype}")
-    if name == "broadcast" and not (root and 0 <= root[0] < len(members)):
-        fail(f"root must be a PE of the team (0 to {len(members) - 1}), got "
-             f"{root[0] if root else None!r}")
+    if root and not (is_integer(root[0]) and 0 <= root[0] < len(members)):
+        fail(f"root must be a PE of the team, an int or numpy integer from 0 to "
+             f"{len(members) - 1}, got {root[0]!r}; pass the team number of the PE whose "
+             "source is sent")
     start_d, start_s = dest_t.address, source_t.address
     if start_d < start_s + source_t.nbytes and start_s < start_d + dest_t.nbytes and not (
             start_d == start_s and not plan.gathers):
@@ -102,7 +102,7 @@ def _agree(runtime, team, members, name, dtype, nelems, root):
     """Debug mode: every member makes the same call (the collective, nelems,
     dtype, root), or every member gets an error naming the two calls. Without
     it, mismatched calls drift the team's barrier counts: wrong data or a hang."""
-    call = [name, int(nelems), str(np.dtype(dtype)), root[0] if root else None]
+    call = [name, int(nelems), str(np.dtype(dtype)), int(root[0]) if root else None]
     reports = [json.loads(r) for r in runtime.bootstrap.allgather(
         json.dumps(call).encode(), "a host collective (NUMBA_SHMEM_DEBUG check)",
         list(members))]
@@ -252,7 +252,7 @@ def _make(block_name):
     plan = _Plan(block_name)
     name = plan.name
 
-    def collective(team, dest, source, nelems, *root, stream=0):
+    def run(team, dest, source, nelems, root, stream):
         runtime, tier = tier_of(name)
         handle = stream_of(runtime, stream, name)
         members = runtime.teams.get(team, plan.qualified)
@@ -265,12 +265,28 @@ def _make(block_name):
             _run_gpu(tier, plan, int(team), len(members), dest_t, source_t, int(nelems),
                      tuple(int(r) for r in root), in_place, handle)
 
+    # the documented signature is the real one: keywords by these names, and a
+    # stray argument is a TypeError naming the collective
+    if name == "broadcast":
+        def collective(team, dest, source, nelems, root, *, stream=0):
+            run(team, dest, source, nelems, (root,), stream)
+    else:
+        def collective(team, dest, source, nelems, *, stream=0):
+            run(team, dest, source, nelems, (), stream)
+
     collective.__name__ = collective.__qualname__ = name
     collective.__module__ = "numba_shmem"
+    order = api.collective_order(block_name) + " Ends with ``barrier(team)``: complete on " \
+        "every member when the stream is."
+    if plan.reduce_op is not None:
+        order += (f" A reduction in lines (at most {LINE_BYTES} bytes per member of 4- or 8-byte "
+                  f"numbers, a team handle below {LINE_TEAMS}, a job on one node) synchronizes "
+                  "nothing: members send their parts into each other's slots, not ``dest``; it "
+                  "is complete on this member when the stream is (``dest`` written, ``source`` "
+                  "free), while another member may still be writing its own ``dest``.")
     collective.__doc__ = (f"Host. Collective over ``team``: what ``{block_name}`` does, "
                           "enqueued on ``stream`` (one block, or a grid of many blocks, moves "
-                          "the data); complete on every member when the stream is.\n\n"
-                          + api.TABLE[block_name][1])
+                          f"the data). {api.COLLECTIVES[block_name][1]} {order}")
     return collective
 
 

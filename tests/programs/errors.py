@@ -306,6 +306,35 @@ def cache_true():
 
 
 @scenario(shmem.ShmemUsageError)
+def cache_true_device_function():
+    """A kernel that calls numba-shmem through a device function; first, one
+    that only reads a constant of it (no device function) runs with
+    cache=True."""
+    from numba import cuda
+
+    shmem.init()
+
+    @cuda.jit(cache=True)
+    def plain(out):
+        out[0] = 7 + shmem.CMP_EQ
+
+    out = cuda.to_device(np.zeros(1, np.int32))
+    plain[1, 1](out)
+    assert out.copy_to_host()[0] == 7
+    sys.stdout.write("PLAIN RAN\n")
+
+    @cuda.jit(device=True)
+    def helper(out):
+        out[0] = shmem.my_pe()
+
+    @cuda.jit(cache=True)
+    def kernel(out):
+        helper(out)
+
+    kernel[1, 1](shmem.zeros(1, np.int32))
+
+
+@scenario(shmem.ShmemUsageError)
 def no_visible_gpu():
     os.environ["NUMBA_SHMEM_BACKEND"] = "cuda"
     shmem.init()
