@@ -265,6 +265,32 @@ def test_a_target_refuses_what_it_cannot_apply():
     assert "a put of -8 bytes at heap offset 0 runs outside" in refusal(_proxy.PUT, 0, [-8])
 
 
+def test_the_compiled_target_refuses_what_it_cannot_apply():
+    """The compiled request path's checks (_engine.refusal, as the simulator's
+    proxy runs them): the mapped part of the heap, alignment, known ops."""
+    from numba_shmem._transport import _engine, _ring
+
+    def code(kind, dtype=0, op=0):
+        return _ring.code(kind, dtype, op)
+
+    int64, float32 = _ring.DTYPES.index("int64"), _ring.DTYPES.index("float32")
+    add, xor = _ring.ATOMIC_OPS.index("add"), _ring.ATOMIC_OPS.index("xor")
+    refusal = _engine.refusal
+    assert refusal(code(_ring.PUT), 4088, 8, 4096) == 0
+    assert refusal(code(_ring.GET), 0, 4096, 4096) == 0
+    assert refusal(code(_ring.PUT), 4088, 16, 4096) == _engine.OUTSIDE
+    assert refusal(code(_ring.GET), -8, 8, 4096) == _engine.OUTSIDE
+    assert refusal(code(_ring.PUT), 8, 1 << 62, 4096) == _engine.OUTSIDE  # (no overflow)
+    assert refusal(code(_ring.ATOMIC, int64, add), 8, 1, 4096) == 0
+    assert refusal(code(_ring.ATOMIC, int64, add), 4, 1, 4096) == _engine.MISALIGNED
+    assert refusal(code(_ring.ATOMIC, float32, xor), 0, 1, 4096) == _engine.UNKNOWN
+    assert refusal(code(_ring.ATOMIC, 9, add), 0, 1, 4096) == _engine.UNKNOWN
+    assert refusal(code(_ring.SIGNAL, 0, 7), 0, 1, 4096) == _engine.UNKNOWN
+    assert refusal(code(_ring.SIGNAL, 0, _ring.SIGNAL_MAX), 4088, 1, 4096) == 0
+    assert refusal(code(_ring.SIGNAL), 12, 1, 4096) == _engine.MISALIGNED
+    assert refusal(99, 0, 0, 4096) == _engine.MALFORMED
+
+
 def test_refusals_nobody_waited_for_are_raised_once_each_call():
     """The first refusal, and how many more there were; then none."""
     from numba_shmem._transport import _proxy
@@ -276,3 +302,33 @@ def test_refusals_nobody_waited_for_are_raised_once_each_call():
                        r"one \(and 1 more refused requests\)$"):
         proxy._raise_refused()
     proxy._raise_refused()  # nothing left
+
+
+def test_the_compiled_proxys_refusals_are_raised_once_each_call():
+    """The compiled loop's refusal records: the first, with the target's
+    extent, and how many more; then none."""
+    from types import SimpleNamespace
+
+    from numba_shmem._transport import _compiled, _engine, _ring
+
+    proxy = _compiled.CompiledProxy.__new__(_compiled.CompiledProxy)
+    ctl = np.zeros(_engine.CONTROL_WORDS, np.int64)
+    refusals = np.zeros((_engine.MAX_REFUSALS, _engine.REFUSAL_WORDS), np.int64)
+    proxy._state = SimpleNamespace(ctl=ctl, refusals=refusals)
+    proxy._refusals_seen = 0
+    proxy._what = [("shmem.iput", 1)] * _ring.SLOTS
+    refusals[0] = [6, 1, _ring.code(_ring.PUT), 8192, 8, _engine.OUTSIDE, 4096]
+    refusals[1] = [9, 1, _ring.code(_ring.SIGNAL), 12, 8, _engine.MISALIGNED, 4096]
+    ctl[_engine.REFUSED] = 2
+    with pytest.raises(ShmemUsageError, match=(
+            r"^shmem\.iput toward PE 1: PE 1 refused it: a put of 8 bytes at heap offset 8192 "
+            r"runs outside the 4096 mapped bytes of its heap \(offsets 0 to 4095\); check the "
+            r"array, nelems and strides .* \(and 1 more refused requests\)$")):
+        proxy._raise_refused()
+    proxy._raise_refused()  # nothing left
+    refusals[2] = [9, 1, _ring.code(_ring.SIGNAL), 12, 8, _engine.MISALIGNED, 4096]
+    ctl[_engine.REFUSED] = 3
+    with pytest.raises(ShmemUsageError, match=r"^a kernel's signal \(ring ticket 4\) toward PE "
+                       r"1: PE 1 refused it: a signal update at heap offset 12 is not aligned "
+                       r"to its 8 bytes;"):
+        proxy._raise_refused()

@@ -49,9 +49,9 @@ class SimHeap:
         self._chunk = config.heap_chunk
         self._bootstrap = bootstrap
         self.mapped = 0
-        #: bytes from the heap's start that requests from other nodes may reach:
-        #: ``mapped``, and during a growth step what this PE has reserved for it
-        self.extent = 0
+        #: bytes from the heap's start that requests from other nodes may reach
+        #: (``extent``), in an array the proxy's compiled loop reads
+        self.extent_word = np.zeros(1, np.int64)
         self.lifetime = Lifetime()
         self._undo = UndoStack()
         self._peers = bootstrap.local_peers
@@ -88,6 +88,26 @@ class SimHeap:
         # Every peer has it mapped: the name is no longer needed.
         self._undo.unwind()
         return maps
+
+    @property
+    def extent(self):
+        """``mapped``, and during a growth step what this PE has reserved for it."""
+        return int(self.extent_word[0])
+
+    @extent.setter
+    def extent(self, nbytes):
+        self.extent_word[0] = nbytes
+
+    def own_heap(self):
+        """This PE's whole heap, as a uint8 array."""
+        return self._views[self._own]
+
+    def lock_descriptor(self):
+        """A new descriptor of this PE's segment, on an open file of its own: a
+        ``flock`` on it excludes ``locked()``'s holders in this process too
+        (theirs is through the segment's first descriptor). The caller closes
+        it."""
+        return os.open(f"/proc/self/fd/{self._fds[self._bootstrap.rank]}", os.O_RDWR)
 
     def ensure_mapped(self, nbytes):
         """Collective. Reserve this PE's pages below ``nbytes``; the PEs agree

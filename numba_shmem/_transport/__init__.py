@@ -32,34 +32,44 @@ def start(runtime):
     """The proxy of a job that spans nodes, else None."""
     if not far_pes(runtime.bootstrap):
         return None
+    if runtime.backend != "cuda":
+        return sim_proxy(runtime)
+    # on the GPU, for now, the proxy whose request path is Python (_proxy.py)
+    from .._cuda._proxied import device_ring
+    from .._cuda._target import GpuTarget
     from ._proxy import PIECE, Proxy
 
-    if runtime.backend == "cuda":
-        from .._cuda._proxied import device_ring
-        from .._cuda._target import GpuTarget
-
-        device = device_ring(runtime)
-        target = GpuTarget(runtime.heap.backend, PIECE)
-        stop_waiters = runtime.stop_device_waits
-        busy_poll = 0.01
-    else:
-        import sys
-
-        from ._sim import SimTarget
-
-        # numba's simulator polls its kernel threads in a loop that holds the
-        # interpreter lock: the proxy thread would get it once per switch
-        # interval (5 ms by default), each hop of a round trip (18 ms against
-        # 1.8 ms at 0.1 ms)
-        sys.setswitchinterval(min(sys.getswitchinterval(), 1e-4))
-        device, target = None, SimTarget(runtime.heap.backend, runtime.bootstrap.rank)
-        stop_waiters = None
-        busy_poll = 0.0  # (the simulator's kernel threads need the cores more)
+    device = device_ring(runtime)
+    target = GpuTarget(runtime.heap.backend, PIECE)
     try:
         return Proxy(runtime.bootstrap, target, runtime.config.wait_timeout,
-                     runtime.config.debug, device, stop_waiters, busy_poll)
+                     runtime.config.debug, device, runtime.stop_device_waits, busy_poll=0.01)
     except BaseException:
         target.close()
+        raise
+
+
+def sim_proxy(runtime, device=None):
+    """The proxy of a PE on the simulator: the compiled request path
+    (``_compiled``), applying requests to the simulator's heap; ``device``: a
+    ring in the GPU ring's layout that threads post into (a test's)."""
+    import os
+    import sys
+
+    from ._compiled import CompiledProxy
+
+    # numba's simulator polls its kernel threads in a loop that holds the
+    # interpreter lock: a kernel thread waiting for an answer would get it once
+    # per switch interval (5 ms by default)
+    sys.setswitchinterval(min(sys.getswitchinterval(), 1e-4))
+    backend = runtime.heap.backend
+    lockfd = backend.lock_descriptor()
+    try:
+        return CompiledProxy(runtime.bootstrap, backend.own_heap(), backend.extent_word,
+                             lockfd, runtime.config.wait_timeout, runtime.config.debug,
+                             device=device)
+    except BaseException:
+        os.close(lockfd)
         raise
 
 

@@ -1,5 +1,8 @@
 """Requests from PEs on other nodes, applied to this PE's simulator heap with
-the operations the direct path uses (and the same lock for atomics)."""
+the operations the direct path uses (and the same lock for atomics), by the
+Python proxy (``_proxy``): the simulator's own proxy is the compiled one
+(``_compiled``); this target lets the tests run the GPU's proxy on the
+simulator's heap (``tests/programs/ring_protocol.py``)."""
 
 import numpy as np
 

@@ -1,9 +1,10 @@
-"""A proxy thread that fails: PE 1's proxy raises while it applies PE 0's put
-(as if its copy into the heap had failed). PE 1 must say so in one line
-naming itself and the error; its next call toward another node is an error
-naming the failure, not a hang; and PE 0's quiet, whose put is never
-answered, ends in the time-out error naming the PEs it waited for. Both then
-leave the usual way.
+"""A proxy thread that fails: PE 1's proxy fails while it applies PE 0's
+request (on the GPU its copy into the heap raises; on the simulator, whose
+request path is compiled, the heap's lock is taken from under it: flock
+fails). PE 1 must say so in one line naming itself and the error; its next
+call toward another node is an error naming the failure, not a hang; and PE
+0's quiet, whose request is never answered, ends in the time-out error naming
+the PEs it waited for. Both then leave the usual way.
 
     NUMBA_SHMEM_NODE_SIZE=1 NUMBA_SHMEM_WAIT_TIMEOUT=3 mpiexec -n 2 python proxy_fails.py DONE
 
@@ -30,11 +31,16 @@ def main():
     shmem.init()
     me = shmem.my_pe()
     data = shmem.zeros(4, np.int64)
+    sig = shmem.zeros(1, np.uint64)
     proxy = _runtime.current().proxy
+    gpu = _runtime.current().backend == "cuda"
     if me == 1:
-        def broken():
-            raise RuntimeError("the copy into the heap failed")
-        proxy._target.flush = broken
+        if gpu:
+            def broken():
+                raise RuntimeError("the copy into the heap failed")
+            proxy._target.flush = broken
+        else:
+            os.close(proxy._lockfd)
     shmem.barrier_all()
     if me == 1:
         _wait_for(lambda: proxy._failure is not None)
@@ -46,7 +52,10 @@ def main():
         _wait_for(lambda: os.path.exists(done))
         return
     try:
-        shmem.put(data, np.ones(4, np.int64), 1)
+        if gpu:
+            shmem.put(data, np.ones(4, np.int64), 1)
+        else:
+            shmem.signal_op(sig, 1, shmem.SIGNAL_ADD, 1)
         shmem.quiet()
         print("PE 0: the quiet returned", flush=True)
     except shmem.ShmemTimeoutError as exc:

@@ -3,14 +3,15 @@ GPU threads and post requests through the ring's protocol (a ticket, the
 slot's FREE word, the data staged, the fields, SEQ last; a fetch waits for
 DONE, reads the answer and gives the slot back), exactly as the device code
 in numba_shmem/_cuda/_device.py does. The requests go through a second proxy
-(with that ring) to the other PE's simulator heap; the results are checked
+with that ring (PROXY: ``python``, the proxy the GPU runs, or ``compiled``,
+the simulator's) to the other PE's simulator heap; the results are checked
 against a plain model. More than SLOTS requests, so that every slot is
 reused; quiet (the host's, which waits for the ring's COMPLETE word) must
 cover them all. Then program order across the ring and the host's calls: a
 request the GPU published before a host call toward the same bytes is
 applied before it, and one published after it, after it.
 
-    NUMBA_SHMEM_NODE_SIZE=1 mpiexec -n 2 python ring_protocol.py SEED
+    NUMBA_SHMEM_NODE_SIZE=1 mpiexec -n 2 python ring_protocol.py SEED PROXY
 """
 
 import sys
@@ -19,7 +20,7 @@ import time
 
 import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
 import numpy as np
-from numba_shmem import _runtime
+from numba_shmem import _runtime, _transport
 from numba_shmem._sim._device import _offset
 from numba_shmem._sim._heap import host_array
 from numba_shmem._transport import _ring
@@ -102,7 +103,7 @@ class FakeDevice:
 
 
 def main():
-    seed = int(sys.argv[1])
+    seed, kind = int(sys.argv[1]), sys.argv[2]
     shmem.init()
     runtime = _runtime.current()
     me, other = shmem.my_pe(), 1 - shmem.my_pe()
@@ -113,8 +114,11 @@ def main():
     host_array(known)[:] = np.arange(64, dtype=np.int32) * (me + 1)
     device = FakeDevice()
     ring = _ring.DeviceRing(device.memory, device.posted)
-    proxy = Proxy(runtime.bootstrap, SimTarget(runtime.heap.backend, me),
-                  runtime.config.wait_timeout, device=ring)
+    if kind == "python":
+        proxy = Proxy(runtime.bootstrap, SimTarget(runtime.heap.backend, me),
+                      runtime.config.wait_timeout, device=ring)
+    else:
+        proxy = _transport.sim_proxy(runtime, device=ring)
     shmem.barrier_all()
 
     rng = np.random.default_rng(seed + me)

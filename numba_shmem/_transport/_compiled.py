@@ -1,0 +1,321 @@
+"""The proxy whose request path is compiled (``_engine``): the host's side.
+
+The host calls post their requests into a ring in host memory (``_engine``'s
+host ring, the GPU ring's layout) and wait for their answers there; a thread
+of the library runs the compiled loop, which never takes the interpreter lock.
+This class makes the loop's state, starts and stops its thread, and turns what
+the loop records into the errors the callers raise. It has the interface of
+``_proxy.Proxy``: ``put``, ``get``, ``atomic``, ``signal``, ``quiet``,
+``close``.
+"""
+
+import sys
+import threading
+import time
+
+import numba
+import numpy as np
+
+from .._errors import ShmemTimeoutError, ShmemUsageError
+from . import _engine, _ring
+from ._mpi_c import MPIC
+
+_SLOTS, _CHUNK = _ring.SLOTS, _ring.CHUNK
+_DESC = _ring.DESCRIPTOR // 8
+_FREE, _DONE, _ANSWER = _ring.FREE // 8, _ring.DONE // 8, _ring.ANSWER // 8
+_COMPLETE, _STAGING, _STATUS = _ring.COMPLETE // 8, _ring.STAGING, _engine.STATUS // 8
+_KINDS = {_ring.PUT: "put", _ring.GET: "get", _ring.ATOMIC: "atomic", _ring.SIGNAL: "signal"}
+
+
+def _word(value):
+    """An int (a value's bits, up to 64 of them) as an int64 ring word."""
+    value = int(value) & 0xFFFF_FFFF_FFFF_FFFF
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+class CompiledProxy:
+    """Collective over every PE (it duplicates the bootstrap's communicator).
+    ``heap``: this PE's heap as a uint8 array of this process's memory,
+    ``extent``: an int64[1] the heap keeps at the size of its mapped part,
+    ``lockfd``: a descriptor of the heap's lock file of this proxy's own (its
+    ``flock`` then excludes this process's other users too), closed with it.
+    ``device``: the ring the GPU's threads post into (``_ring.DeviceRing``),
+    or None. ``stop_waiters()``, if given, is called when the loop fails.
+    For ``busy_poll`` seconds after its last work the loop polls without
+    sleeping; then it sleeps, up to ``max_sleep`` seconds at a time."""
+
+    def __init__(self, bootstrap, heap, extent, lockfd, wait_timeout, debug=False,
+                 device=None, stop_waiters=None, busy_poll=0.0, max_sleep=100e-6):
+        from mpi4py import MPI
+
+        if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+            raise ShmemUsageError(
+                "PEs on other nodes need MPI with MPI_THREAD_MULTIPLE (the proxy's thread and "
+                "this one both call MPI), but MPI was initialized with a lower level; do not "
+                "set mpi4py.rc.thread_level (its default, 'multiple', is what is needed)")
+        self.rank = bootstrap.rank
+        self._comm = bootstrap.communicator().Dup()
+        try:
+            self._mpi = MPIC(self._comm)
+        except BaseException:
+            self._comm.Free()
+            raise
+        self._lockfd = lockfd
+        self._wait_timeout = wait_timeout
+        self._device = device
+        self._stop_waiters = stop_waiters
+        self._host = np.zeros(_engine.HOST_NBYTES, np.uint8)
+        self._words = self._host.view(np.int64)
+        self._words[_FREE:_FREE + _SLOTS] = np.arange(_SLOTS)
+        gpu = None if device is None else device._memory
+        self._state = _engine.state(self._mpi, bootstrap.size, self._host, heap, extent,
+                                    lockfd, gpu)
+        try:  # compiled (or loaded from numba's cache) now: a failure is init()'s
+            _engine.serve.compile((numba.typeof(self._state),))
+        except BaseException:
+            self._comm.Free()
+            raise
+        self._gpu_words = self._state.gw
+        self._state.ctl[_engine.BUSY_NS] = int(busy_poll * 1e9)
+        self._state.ctl[_engine.SLEEP_US] = max(1, int(max_sleep * 1e6))
+        self._lock = threading.Lock()  # host posts, one at a time
+        self._tickets = 0  # the host ring's tickets taken
+        self._what = [None] * _SLOTS  # each slot's caller and target PE, for errors
+        self._refusals_seen = 0
+        self._failure = None
+        self._stopping = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="numba-shmem proxy",
+                                        daemon=True)
+        self._thread.start()
+        if debug:
+            print(f"numba-shmem: PE {self.rank}: PEs on other nodes through the proxy: its "
+                  f"request path compiled, over MPI ({MPI.Get_library_version().splitlines()[0]});"
+                  " data staged through host memory", file=sys.stderr, flush=True)
+
+    def _run(self):
+        try:
+            failed = _engine.serve(self._state)
+            why = f"{_engine.CALLS[failed]} failed" if failed else None
+        except BaseException as exc:  # noqa: BLE001  (every caller must hear of it)
+            why = f"{type(exc).__name__}: {exc}"
+        if why:
+            self._failure = why
+            print(f"numba-shmem: PE {self.rank}: the proxy thread failed: {self._failure}",
+                  file=sys.stderr, flush=True)
+            if self._stop_waiters is not None:
+                self._stop_waiters()
+
+    # -- posting and waiting -----------------------------------------------------------
+
+    def _post(self, pe, code, offset, arg, what, cond=0, data=None, address=0):
+        """Post one request into the host ring; its ticket. Waits while the
+        ring is full. A refusal of an earlier request nobody waited for is
+        raised first."""
+        deadline = self._deadline()
+        with self._lock:
+            self._raise_refused()
+            self._check(pe, what)
+            t = self._tickets
+            slot = t % _SLOTS
+            words = self._words
+            while words[_FREE + slot] != t:  # (the ring is full)
+                self._check(pe, what)
+                self._pause(deadline, pe, what, "room in the ring", 0)
+            self._tickets = t + 1
+            if data is not None and data.size:
+                self._host[_STAGING + slot * _CHUNK:_STAGING + slot * _CHUNK + data.size] = data
+            d = slot * _DESC
+            words[d + 1] = code
+            words[d + 2] = pe
+            words[d + 3] = offset
+            words[d + 4] = arg
+            words[d + 5] = cond
+            words[d + _engine.ADDR] = address
+            words[d + _engine.ORDER] = 0 if self._device is None else \
+                _engine.first_unpublished(self._gpu_words, self._state.ctl[_engine.GPU_NEXT])
+            self._what[slot] = (what, pe)
+            words[d] = t + 1  # published: last
+            return t
+
+    def _take(self, t, pe, what):
+        """Wait for ticket ``t``'s answer; its STATUS (0, or a refusal's
+        reason). The slot stays the caller's until ``_give_back``."""
+        deadline = self._deadline()
+        slot = t % _SLOTS
+        polls = 0
+        while self._words[_DONE + slot] != t + 1:
+            self._check(pe, what)
+            self._pause(deadline, pe, what, "the answer", polls)
+            polls += 1
+        return int(self._words[_STATUS + slot])
+
+    def _give_back(self, t):
+        self._words[_FREE + t % _SLOTS] = t + _SLOTS
+
+    def _refused(self, t, reason, pe, what):
+        slot = t % _SLOTS
+        d = slot * _DESC
+        words = self._words
+        return ShmemUsageError(self._refusal_message(
+            what, pe, int(words[d + 1]), int(words[d + 3]), int(words[d + 4]), reason,
+            int(words[_ANSWER + slot])))
+
+    def put(self, pe, offset, data, what):
+        """Copy ``data`` (a numpy array) to ``offset`` of PE ``pe``'s heap;
+        return once ``data`` may be reused: at most a slot's staging is copied
+        now, a larger array in pieces once MPI has sent them."""
+        flat = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        code = _ring.code(_ring.PUT)
+        if flat.size <= _CHUNK:
+            self._post(pe, code, offset, flat.size, what, data=flat)
+            return
+        tickets = [self._post(pe, code, offset + at, min(_engine.PIECE, flat.size - at), what,
+                              address=flat.ctypes.data + at)
+                   for at in range(0, flat.size, _engine.PIECE)]
+        for t in tickets:  # sent: the slot, and the caller's memory, are free
+            self._take(t, pe, what)
+            self._give_back(t)
+
+    def get(self, pe, offset, nbytes, what):
+        """``nbytes`` from ``offset`` of PE ``pe``'s heap, as a uint8 array."""
+        out = np.empty(nbytes, np.uint8)
+        code = _ring.code(_ring.GET)
+        pieces = [(at, min(_engine.PIECE, nbytes - at))
+                  for at in range(0, nbytes, _engine.PIECE)] or [(0, 0)]
+        tickets = [self._post(pe, code, offset + at, n, what,
+                              address=0 if n <= _CHUNK else out.ctypes.data + at)
+                   for at, n in pieces]
+        error = None
+        for t, (at, n) in zip(tickets, pieces):
+            reason = self._take(t, pe, what)
+            if reason:
+                error = error or self._refused(t, reason, pe, what)
+            elif n <= _CHUNK:
+                start = _STAGING + (t % _SLOTS) * _CHUNK
+                out[at:at + n] = self._host[start:start + n]
+            self._give_back(t)
+        if error is not None:
+            raise error
+        return out
+
+    def atomic(self, pe, offset, dtype, op, value, cond, fetch, what):
+        """An atomic ``op`` (one of ``_ring.ATOMIC_OPS``) on the ``dtype`` at
+        ``offset`` of PE ``pe``: the old value when ``fetch``, else None."""
+        dtype = np.dtype(dtype)
+        code = _ring.code(_ring.ATOMIC, _ring.DTYPES.index(str(dtype)),
+                          _ring.ATOMIC_OPS.index(op), int(fetch))
+        t = self._post(pe, code, offset, _word(_ring._bits(dtype.type(value))), what,
+                       cond=_word(_ring._bits(dtype.type(0 if cond is None else cond))))
+        if not fetch:
+            return None
+        reason = self._take(t, pe, what)
+        bits = int(self._words[_ANSWER + t % _SLOTS])
+        error = self._refused(t, reason, pe, what) if reason else None
+        self._give_back(t)
+        if error is not None:
+            raise error
+        return _ring._value(bits & 0xFFFF_FFFF_FFFF_FFFF, dtype)
+
+    def signal(self, pe, offset, op, value, what):
+        self._post(pe, _ring.code(_ring.SIGNAL, 0, op), offset, _word(value), what)
+
+    def quiet(self, what="shmem.quiet", device=True):
+        """Return once every request posted so far is complete at its target;
+        with ``device=False`` only the host's (a quiet kernel waits for the
+        GPU's on its stream)."""
+        deadline = self._deadline()
+        last = self._tickets
+        posted = self._device.posted() if device and self._device is not None else 0
+        polls = 0
+        while self._words[_COMPLETE] < last or (posted and self._gpu_words[_COMPLETE] < posted):
+            self._check(None, what)
+            waited = sorted({self._what[t % _SLOTS][1]
+                             for t in range(int(self._words[_COMPLETE]), last)})
+            self._pause(deadline, waited or None, what, "its requests", polls)
+            polls += 1
+        with self._lock:
+            self._raise_refused()  # complete, but some target refused a request
+
+    # -- errors ------------------------------------------------------------------------
+
+    def _deadline(self):
+        return time.monotonic() + self._wait_timeout if self._wait_timeout else None
+
+    def _pause(self, deadline, pe, what, waiting_for, polls):
+        """Wait a little (yielding at first, then sleeping longer); past the
+        deadline, the error that says which PE waited on what."""
+        if deadline is not None and time.monotonic() > deadline:
+            if isinstance(pe, list):  # the PEs a quiet waits for
+                whom = f"PE {pe[0]}" if len(pe) == 1 else "PEs " + ", ".join(map(str, pe))
+            else:
+                whom = f"PE {pe}" if pe is not None else "the PEs it sent them to"
+            raise ShmemTimeoutError(
+                f"PE {self.rank} waited {self._wait_timeout:.0f} s in {what} for {waiting_for} "
+                f"from {whom} through the proxy (PEs on other nodes); the target may be stuck "
+                "or gone. Raise NUMBA_SHMEM_WAIT_TIMEOUT if the job is only slow")
+        time.sleep(0 if polls < 200 else min(1e-3, 1e-6 * (polls - 199)))
+
+    def _check(self, pe, what):
+        if self._failure is not None:
+            raise ShmemUsageError(f"{what} toward PE {pe}: the proxy (PEs on other nodes) "
+                                  f"stopped: {self._failure}")
+        if self._stopping:
+            raise ShmemUsageError(f"{what} toward PE {pe} after the proxy stopped "
+                                  "(shmem.finalize); call it before finalize")
+
+    @staticmethod
+    def _refusal_message(what, pe, code, offset, nbytes, reason, extent):
+        """What a refused request's caller raises (the words of ``_proxy``'s)."""
+        kind = _KINDS.get(code & 255, "request")
+        dtype, op = (code >> 8) & 255, (code >> 16) & 255
+        if kind == "atomic" and dtype < len(_ring.DTYPES) and op < len(_ring.ATOMIC_OPS):
+            name = f"an atomic {_ring.ATOMIC_OPS[op]} of {_ring.DTYPES[dtype]}"
+            nbytes = np.dtype(_ring.DTYPES[dtype]).itemsize
+        elif kind == "atomic":
+            name = "an atomic"
+        elif kind == "signal":
+            name, nbytes = "a signal update", 8
+        else:
+            name = f"a {kind}"
+        why = {1: f"{name} of {nbytes} bytes at heap offset {offset} runs outside the {extent} "
+                  f"mapped bytes of its heap (offsets 0 to {extent - 1})",
+               2: f"{name} at heap offset {offset} is not aligned to its {nbytes} bytes",
+               3: f"{name} is not an operation it applies"}.get(
+            reason, f"{name} of {nbytes} bytes at heap offset {offset} is malformed")
+        return (f"{what} toward PE {pe}: PE {pe} refused it: {why}; check the array, nelems "
+                "and strides of the call (NUMBA_SHMEM_DEBUG=1 checks them where it is made)")
+
+    def _raise_refused(self):
+        """Raise the refusals of requests that nobody waited for, recorded by
+        the loop since the last time: the first, and how many more."""
+        count = int(self._state.ctl[_engine.REFUSED])
+        if count == self._refusals_seen:
+            return
+        first = self._state.refusals[self._refusals_seen % _engine.MAX_REFUSALS]
+        more = count - self._refusals_seen - 1
+        self._refusals_seen = count
+        rid, pe, code, offset, nbytes, reason, extent = (int(v) for v in first)
+        ticket = rid >> 1
+        if rid & 1:
+            what = f"a kernel's {_KINDS.get(code & 255, 'request')} (ring ticket {ticket})"
+        else:
+            what = self._what[ticket % _SLOTS][0]
+        message = self._refusal_message(what, pe, code, offset, nbytes, reason, extent)
+        raise ShmemUsageError(message + (f" (and {more} more refused requests)" if more else ""))
+
+    def close(self):
+        """Stop the loop once what it holds is sent (every PE has quieted and
+        passed the finalize barrier before), free its communicator and the
+        lock's descriptor."""
+        import os
+
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = self._stopping = True
+        self._state.ctl[_engine.STOP] = 1
+        self._thread.join(timeout=max(self._wait_timeout or 0, 10.0))
+        if not self._thread.is_alive():
+            self._comm.Free()
+            os.close(self._lockfd)

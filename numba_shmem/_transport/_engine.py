@@ -1,0 +1,734 @@
+"""The proxy's request path, compiled: a loop that runs without the interpreter.
+
+One thread of each PE runs ``serve``, a numba ``@njit(nogil=True)`` function,
+until it is told to stop. It drains this PE's rings (the host's, and the GPU's
+where kernels post), packs their requests into one message per target PE,
+sends them with MPI's C functions (``_mpi_c``), receives the batches other PEs
+send, applies each request to this PE's heap and answers it, and records the
+answers to this PE's own requests where their callers look. Python makes the
+state, starts and stops the thread, and turns what the loop records (a
+refusal, an MPI call that failed) into errors (``_compiled.CompiledProxy``).
+
+Rings. Both have the layout of ``_ring`` (descriptors, FREE, DONE, ANSWER,
+COMPLETE, staging). The host's is plain host memory, posted into by the host
+calls under a lock; a host descriptor also carries ADDR (the caller's memory,
+for a transfer larger than a slot's staging) and ORDER (the first of the GPU's
+tickets not yet published when it was posted: the loop sends the GPU's
+tickets below it first, so a kernel's requests go before a host call made
+after the kernel), and each host slot has a STATUS word (a refusal's reason).
+
+Messages, on the proxies' own communicator:
+
+- REQ: a batch of request records, six int64 each (rid, code, offset, arg,
+  cond, inline bytes), and their inline data, padded to 8 bytes. ``rid`` is
+  the origin's ticket times 2, plus 1 for the GPU's ring. A host put sent from
+  its caller's memory (ADDR) is FOLLOWS: its data is the next DATA message,
+  received straight into the heap.
+- ANS: a batch of answer records, four int64 each (rid, status, value, inline
+  bytes), and a get's data; a get larger than a slot's staging is FOLLOWS.
+- DATA: the data of FOLLOWS records, in record order.
+
+MPI delivers the messages of one pair of ranks in the order they were sent,
+and the loop forwards and applies records in order: requests toward one PE
+stay in program order. Every request is answered once applied; COMPLETE counts
+a ring's tickets whose requests are all complete at their targets.
+
+The target checks every record before it applies it: a known kind and
+operation, aligned for an atomic or signal, inside the mapped part of its heap
+(``extent``). A refused record is answered with its reason; the origin writes
+it (and the target's extent) into the slot's STATUS and ANSWER (a host fetch
+raises it) or a refusal record (the next host call raises it). Atomics and
+signals take the lock of the heap's direct path (``flock`` on its segment,
+through a descriptor of the loop's own, so that it excludes the host's
+threads as well as other processes).
+"""
+
+import collections
+import ctypes
+
+import numpy as np
+from numba import njit, types
+from numba.core.extending import intrinsic
+
+from . import _ring
+
+#: message tags
+TAG_REQ, TAG_ANS, TAG_DATA = 21, 22, 23
+#: record headers, in int64 words
+REQ_WORDS, ANS_WORDS = 6, 4
+#: the most bytes of one batch message
+BATCH = 1 << 20
+#: batches being filled or sent, over all peers: the first half for requests,
+#: the second for answers (so that answers always find room: below)
+BUFFERS = 32
+#: FOLLOWS records one batch may hold; DATA messages in flight (one for each
+#: FOLLOWS record any buffer can hold, so a send never waits for one)
+FOLLOW_MAX = 64
+DATA_SENDS = BUFFERS * FOLLOW_MAX
+#: a FOLLOWS record has this bit in its code word
+FOLLOWS = 1 << 32
+#: the most bytes one request moves (a larger transfer is several requests)
+PIECE = 1 << 20
+#: at most this many requests are taken from the rings between two looks at MPI
+TAKE = 256
+
+#: words of a host descriptor beyond the GPU ring's six
+ADDR, ORDER = 6, 7
+#: the host ring: the GPU ring's layout, then a STATUS word per slot
+STATUS = _ring.NBYTES
+HOST_NBYTES = STATUS + 8 * _ring.SLOTS
+
+#: control words (Python sets STOP, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU and the MPI
+#: library's handles and constants; the loop the rest)
+STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
+    COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, CONTROL_WORDS = range(16)
+#: what FAILED_CALL names
+CALLS = ("", "MPI_Isend", "MPI_Recv", "MPI_Iprobe", "MPI_Test", "MPI_Get_count",
+         "a message larger than the receive buffer (a batch of another library?)",
+         "a message of an unknown tag", "every send buffer in use", "flock")
+
+#: refusal reasons (a STATUS word, or a refusal record's): outside the mapped
+#: part of the heap, misaligned, an operation it does not apply, malformed
+OUTSIDE, MISALIGNED, UNKNOWN, MALFORMED = 1, 2, 3, 4
+#: a refusal record: rid, pe, code, offset, nbytes, reason, the target's extent
+REFUSAL_WORDS = 7
+MAX_REFUSALS = 256
+
+_LOCK_EX, _LOCK_UN = 2, 8
+
+#: everything the loop works on: the C functions it calls (ctypes function
+#: pointers: passed, not global, so that the compiled loop is cached on disk,
+#: whatever the addresses of this process's libraries), then numpy arrays
+#: (``ctl`` the control words)
+State = collections.namedtuple("State", [
+    "isend", "recv", "iprobe", "test", "get_count", "flock", "usleep", "clock_gettime",
+    "ctl", "clock", "flag", "count", "status",
+    "host", "hw", "hstate", "gpu", "gw", "gstate",
+    "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
+    "nfollow", "dreq", "dticket", "dstate", "inbox", "inbox2", "drop", "heap", "extent",
+    "refusals"])
+
+
+def state(mpic, npes, host, heap, extent, lockfd, gpu=None):
+    """A State for ``mpic`` (``_mpi_c.MPIC``: its communicator's proxies) in a
+    job of ``npes`` PEs: ``host`` the host ring (HOST_NBYTES of uint8),
+    ``heap`` this PE's heap (uint8, as mapped in this process), ``extent`` an
+    int64[1] the heap keeps current, ``lockfd`` a descriptor for the heap's
+    lock, ``gpu`` the GPU's ring (or None)."""
+    assert host.size == HOST_NBYTES and mpic.request_bytes <= 8
+    ctl = np.zeros(CONTROL_WORDS, np.int64)
+    ctl[LOCKFD] = lockfd
+    ctl[HAS_GPU] = gpu is not None
+    ctl[COMM], ctl[BYTE] = mpic.comm, mpic.byte
+    ctl[ANY_SOURCE], ctl[ANY_TAG] = mpic.any_source, mpic.any_tag
+    ctl[SOURCE_AT], ctl[TAG_AT] = mpic.source_at, mpic.tag_at
+    status_bytes = mpic.status_bytes
+    gpu = np.zeros(_ring.NBYTES, np.uint8) if gpu is None else gpu
+    flock, usleep, clock_gettime = _libc()
+    return State(
+        isend=mpic.isend, recv=mpic.recv, iprobe=mpic.iprobe, test=mpic.test,
+        get_count=mpic.get_count, flock=flock, usleep=usleep, clock_gettime=clock_gettime,
+        ctl=ctl, clock=np.zeros(2, np.int64), flag=np.zeros(1, np.int32),
+        count=np.zeros(1, np.int32), status=np.zeros(max(status_bytes // 4, 8), np.int32),
+        host=host, hw=host.view(np.int64), hstate=np.zeros(_ring.SLOTS, np.int64),
+        gpu=gpu, gw=gpu[:_ring.STAGING].view(np.int64), gstate=np.zeros(_ring.SLOTS, np.int64),
+        pool=np.zeros((BUFFERS, BATCH), np.uint8), bstate=np.zeros(BUFFERS, np.int64),
+        fill=np.zeros(BUFFERS, np.int64), expect=np.zeros(BUFFERS, np.int64),
+        bpeer=np.zeros(BUFFERS, np.int64),
+        btag=np.zeros(BUFFERS, np.int64), breq=np.zeros(BUFFERS, np.int64),
+        openb=np.full((max(npes, 1), 2), -1, np.int64),
+        follows=np.zeros((BUFFERS, FOLLOW_MAX, 3), np.int64),
+        nfollow=np.zeros(BUFFERS, np.int64), dreq=np.zeros(DATA_SENDS, np.int64),
+        dticket=np.zeros(DATA_SENDS, np.int64), dstate=np.zeros(DATA_SENDS, np.int64),
+        inbox=np.zeros(BATCH, np.uint8), inbox2=np.zeros(BATCH, np.uint8),
+        drop=np.zeros(PIECE, np.uint8), heap=heap,
+        extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64))
+
+
+@intrinsic
+def _fence(typingctx):
+    """A full memory fence: the rings are written by other threads, processes
+    and the GPU; no load or store moves across it."""
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+@intrinsic
+def _arg(typingctx, function, index, value):
+    """``value`` (an int64) as argument ``index`` of the C ``function`` takes
+    it: a pointer, or an int of its width (MPI's handles are pointers in one
+    library, ints in another)."""
+    if not isinstance(index, types.IntegerLiteral):
+        return None
+    target = function.sig.args[index.literal_value]
+
+    def codegen(context, builder, signature, args):
+        if isinstance(target, (types.RawPointer, types.CPointer)):
+            return builder.inttoptr(args[2], context.get_value_type(target))
+        return context.cast(builder, args[2], signature.args[2], target)
+    return target(function, index, value), codegen
+
+
+def _libc():
+    libc = ctypes.CDLL(None, use_errno=True)
+    i, p = ctypes.c_int, ctypes.c_void_p
+    return (ctypes.CFUNCTYPE(i, i, i)(("flock", libc)),
+            ctypes.CFUNCTYPE(i, ctypes.c_uint)(("usleep", libc)),
+            ctypes.CFUNCTYPE(i, i, p)(("clock_gettime", libc)))
+
+
+_SLOTS, _CHUNK, _DESC = _ring.SLOTS, _ring.CHUNK, _ring.DESCRIPTOR // 8
+_FREE_AT, _DONE_AT, _ANSWER_AT = _ring.FREE // 8, _ring.DONE // 8, _ring.ANSWER // 8
+_COMPLETE_AT, _STAGING, _STATUS_AT = _ring.COMPLETE // 8, _ring.STAGING, STATUS // 8
+_PUT, _GET, _ATOMIC, _SIGNAL = _ring.PUT, _ring.GET, _ring.ATOMIC, \
+    _ring.SIGNAL
+_SIGNAL_MAX = _ring.SIGNAL_MAX
+_REQ_BYTES, _ANS_BYTES = 8 * REQ_WORDS, 8 * ANS_WORDS
+
+
+@njit(cache=True)
+def first_unpublished(words, start):
+    """The first ticket from ``start`` on that a ring has not published (a
+    host post's ORDER)."""
+    ticket = start
+    while words[(ticket % _SLOTS) * _DESC] == ticket + 1:
+        ticket += 1
+    return ticket
+
+
+@njit(nogil=True, cache=True)
+def now_ns(s):
+    s.clock_gettime(1, s.clock.ctypes.data)  # CLOCK_MONOTONIC
+    return s.clock[0] * 1_000_000_000 + s.clock[1]
+
+
+@njit(nogil=True, cache=True)
+def pad(n):
+    return (n + 7) & ~7
+
+
+@njit(nogil=True, cache=True)
+def fetches(code):
+    kind = code & 255
+    return kind == _GET or (kind == _ATOMIC and ((code >> 24) & 1) == 1)
+
+
+# -- a target's side: checking and applying requests ---------------------------
+
+
+@njit(nogil=True, cache=True)
+def refusal(code, offset, arg, extent):
+    """0 where this PE applies the request, else its reason (OUTSIDE, ...)."""
+    kind = code & 255
+    dtype = (code >> 8) & 255
+    op = (code >> 16) & 255
+    if kind == _PUT or kind == _GET:
+        nbytes, align = arg, 1
+    elif kind == _ATOMIC:
+        if dtype > 5 or op > 7 or (dtype >= 4 and op != 0 and op != 1 and op != 2
+                                   and op != 4):
+            return UNKNOWN
+        nbytes = 4 if dtype == 0 or dtype == 1 or dtype == 4 else 8
+        align = nbytes
+    elif kind == _SIGNAL:
+        if op != 0 and op != 1 and op != _SIGNAL_MAX:
+            return UNKNOWN
+        nbytes, align = 8, 8
+    else:
+        return MALFORMED
+    if offset < 0 or nbytes < 0 or offset > extent or nbytes > extent - offset:
+        return OUTSIDE
+    if offset % align != 0:
+        return MISALIGNED
+    return 0
+
+
+@njit(nogil=True, cache=True)
+def apply_atomic(heap, offset, code, value, cond):
+    """The atomic of ``code`` on the heap (the lock held); the old value's
+    bits. Integer operations act on the bits, signed or not alike."""
+    dtype = (code >> 8) & 255
+    op = (code >> 16) & 255
+    if dtype == 0 or dtype == 1 or dtype == 4:  # 4 bytes
+        word = heap[offset:offset + 4].view(np.uint32)
+        old = np.int64(word[0])
+        v = np.uint32(value & 0xFFFFFFFF)
+        if op == 1 or op == 2:  # set, swap
+            word[0] = v
+        elif op == 3:  # compare_swap
+            if word[0] == np.uint32(cond & 0xFFFFFFFF):
+                word[0] = v
+        elif op == 4 and dtype == 4:
+            single = heap[offset:offset + 4].view(np.float32)
+            single[0] = single[0] + np.array([v]).view(np.float32)[0]
+        elif op == 4:
+            word[0] = np.uint32(np.uint64(word[0]) + np.uint64(v))
+        elif op == 5:
+            word[0] = word[0] & v
+        elif op == 6:
+            word[0] = word[0] | v
+        elif op == 7:
+            word[0] = word[0] ^ v
+        return old
+    word8 = heap[offset:offset + 8].view(np.int64)
+    old = word8[0]
+    if op == 1 or op == 2:
+        word8[0] = value
+    elif op == 3:
+        if word8[0] == cond:
+            word8[0] = value
+    elif op == 4 and dtype == 5:
+        double = heap[offset:offset + 8].view(np.float64)
+        double[0] = double[0] + np.array([value]).view(np.float64)[0]
+    elif op == 4:
+        word8[0] = np.int64(np.uint64(word8[0]) + np.uint64(value))
+    elif op == 5:
+        word8[0] = word8[0] & value
+    elif op == 6:
+        word8[0] = word8[0] | value
+    elif op == 7:
+        word8[0] = word8[0] ^ value
+    return old
+
+
+@njit(nogil=True, cache=True)
+def apply_signal(heap, offset, op, value):
+    word = heap[offset:offset + 8].view(np.uint64)
+    v = np.uint64(value)
+    if op == 0:
+        word[0] = v
+    elif op == 1:
+        word[0] = word[0] + v
+    elif word[0] < v:  # MAX: a barrier's epoch
+        word[0] = v
+
+
+# -- send buffers --------------------------------------------------------------
+
+
+@njit(nogil=True, cache=True)
+def open_buffer(s, pe, tag, need, answers):
+    """The buffer being filled for (``pe``, ``tag``) with room for ``need``
+    bytes and (requests) ``answers`` bytes of their answers; a full one is
+    sent first. -1 if none is free, -2 if MPI failed."""
+    b = s.openb[pe, tag - TAG_REQ]
+    if b >= 0 and s.fill[b] + need <= BATCH and s.expect[b] + answers <= BATCH and \
+            s.nfollow[b] < FOLLOW_MAX:
+        return b
+    if b >= 0 and not send_buffer(s, b):
+        return -2
+    half = BUFFERS // 2
+    first = 0 if tag == TAG_REQ else half
+    for k in range(first, first + half):
+        if s.bstate[k] == 0:
+            s.bstate[k] = 1
+            s.fill[k] = 0
+            s.expect[k] = 0
+            s.nfollow[k] = 0
+            s.bpeer[k] = pe
+            s.btag[k] = tag
+            s.openb[pe, tag - TAG_REQ] = k
+            return k
+    return -1
+
+
+@njit(nogil=True, cache=True)
+def send_buffer(s, b):
+    """Send buffer ``b``, then the DATA messages of its FOLLOWS records.
+    False if MPI failed."""
+    comm, byte = _arg(s.isend, 5, s.ctl[COMM]), _arg(s.isend, 2, s.ctl[BYTE])
+    pe, tag = s.bpeer[b], s.btag[b]
+    if s.isend(s.pool[b].ctypes.data, s.fill[b], byte, pe, tag, comm,
+               s.breq[b:b + 1].ctypes.data) != 0:
+        s.ctl[FAILED_CALL] = 1
+        return False
+    s.bstate[b] = 2
+    s.openb[pe, tag - TAG_REQ] = -1
+    d = 0
+    for j in range(s.nfollow[b]):
+        while s.dstate[d] != 0:  # (there is one: DATA_SENDS covers every buffer's)
+            d += 1
+        if s.isend(_arg(s.isend, 0, s.follows[b, j, 0]), s.follows[b, j, 1], byte, pe,
+                   TAG_DATA, comm, s.dreq[d:d + 1].ctypes.data) != 0:
+            s.ctl[FAILED_CALL] = 1
+            return False
+        s.dstate[d] = 1
+        s.dticket[d] = s.follows[b, j, 2]
+    s.nfollow[b] = 0
+    return True
+
+
+@njit(nogil=True, cache=True)
+def flush(s):
+    """Send every buffer being filled. False if MPI failed."""
+    for b in range(BUFFERS):
+        if s.bstate[b] == 1 and not send_buffer(s, b):
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def reap(s):
+    """Free what MPI is done sending (a host put sent from its caller's
+    memory is then done with it: DONE); how many, or -1 if MPI failed."""
+    freed = 0
+    for b in range(BUFFERS):
+        if s.bstate[b] == 2:
+            if s.test(s.breq[b:b + 1].ctypes.data, s.flag.ctypes.data, 0) != 0:
+                s.ctl[FAILED_CALL] = 4
+                return -1
+            if s.flag[0]:
+                s.bstate[b] = 0
+                freed += 1
+    for d in range(DATA_SENDS):
+        if s.dstate[d] == 1:
+            if s.test(s.dreq[d:d + 1].ctypes.data, s.flag.ctypes.data, 0) != 0:
+                s.ctl[FAILED_CALL] = 4
+                return -1
+            if s.flag[0]:
+                s.dstate[d] = 0
+                ticket = s.dticket[d]
+                if ticket >= 0:
+                    _fence()
+                    s.hw[_DONE_AT + ticket % _SLOTS] = ticket + 1
+                freed += 1
+    return freed
+
+
+@njit(nogil=True, cache=True)
+def sending(s):
+    for b in range(BUFFERS):
+        if s.bstate[b] != 0:
+            return True
+    for d in range(DATA_SENDS):
+        if s.dstate[d] != 0:
+            return True
+    return False
+
+
+# -- an origin's side: taking requests from the rings ----------------------------
+
+
+@njit(nogil=True, cache=True)
+def published(words, ticket):
+    seen = words[(ticket % _SLOTS) * _DESC] == ticket + 1
+    _fence()
+    return seen
+
+
+@njit(nogil=True, cache=True)
+def forward(s, gpu, ticket):
+    """Put ring ``gpu``'s ticket into its target's batch. 1 if it went, 0 if
+    no buffer had room (it stays in the ring), -1 if MPI failed."""
+    ring, words, outstanding = (s.gpu, s.gw, s.gstate) if gpu else (s.host, s.hw,
+                                                                    s.hstate)
+    slot = ticket % _SLOTS
+    d = slot * _DESC
+    code, pe, offset, arg, cond = words[d + 1], words[d + 2], words[d + 3], \
+        words[d + 4], words[d + 5]
+    kind = code & 255
+    inline = 0
+    big = False
+    if kind == _PUT:
+        if gpu or words[d + ADDR] == 0:  # staged in the slot
+            inline = arg
+        else:  # from the caller's memory
+            big = True
+    # the answers of one batch of requests fit in one batch of answers
+    answers = _ANS_BYTES + (pad(arg) if kind == _GET and arg <= _CHUNK else 0)
+    b = open_buffer(s, pe, TAG_REQ, _REQ_BYTES + pad(inline), answers)
+    if b == -2:
+        return -1
+    if b < 0:
+        return 0
+    s.expect[b] += answers
+    at = s.fill[b]
+    record = s.pool[b].view(np.int64)
+    w = at // 8
+    record[w] = ticket * 2 + (1 if gpu else 0)
+    record[w + 1] = code | (FOLLOWS if big else 0)
+    record[w + 2] = offset
+    record[w + 3] = arg
+    record[w + 4] = cond
+    record[w + 5] = inline
+    if inline:
+        start = _STAGING + slot * _CHUNK
+        s.pool[b, at + _REQ_BYTES:at + _REQ_BYTES + inline] = ring[start:start + inline]
+    s.fill[b] = at + _REQ_BYTES + pad(inline)
+    outstanding[slot] = ticket + 1
+    if big:
+        n = s.nfollow[b]
+        s.follows[b, n, 0] = words[d + ADDR]
+        s.follows[b, n, 1] = arg
+        s.follows[b, n, 2] = ticket
+        s.nfollow[b] = n + 1
+    elif not fetches(code):
+        _fence()
+        words[_FREE_AT + slot] = ticket + _SLOTS  # copied out: the slot is free
+    return 1
+
+
+@njit(nogil=True, cache=True)
+def drain(s):
+    """Forward what the rings published, in order: a GPU ticket before a
+    host ticket whose ORDER is past it. How many, or -1 if MPI failed."""
+    taken = 0
+    has_gpu = s.ctl[HAS_GPU] != 0
+    while taken < TAKE:
+        host_next = s.ctl[HOST_NEXT]
+        gpu_next = s.ctl[GPU_NEXT]
+        host_ready = published(s.hw, host_next)
+        gpu_ready = has_gpu and published(s.gw, gpu_next)
+        order = s.hw[(host_next % _SLOTS) * _DESC + ORDER]
+        if host_ready and not (gpu_ready and gpu_next < order):
+            went = forward(s, False, host_next)
+            if went == 1:
+                s.ctl[HOST_NEXT] = host_next + 1
+        elif gpu_ready:
+            went = forward(s, True, gpu_next)
+            if went == 1:
+                s.ctl[GPU_NEXT] = gpu_next + 1
+        else:
+            break
+        if went < 0:
+            return -1
+        if went == 0:
+            break
+        taken += 1
+    return taken
+
+
+# -- a target's side: a batch of requests ------------------------------------------
+
+
+@njit(nogil=True, cache=True)
+def serve_batch(s, nbytes, source):
+    """Apply the requests of one REQ batch from ``source`` and queue their
+    answers. False if MPI or the lock failed."""
+    comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
+    at = 0
+    record = s.inbox.view(np.int64)
+    heap, extent, lockfd = s.heap, s.extent[0], s.ctl[LOCKFD]
+    while at < nbytes:
+        w = at // 8
+        rid, code, offset, arg, cond, inline = record[w], record[w + 1], \
+            record[w + 2], record[w + 3], record[w + 4], record[w + 5]
+        big = (code & FOLLOWS) != 0
+        code = code & (FOLLOWS - 1)
+        data_at = at + _REQ_BYTES
+        at = data_at + pad(inline)
+        kind = code & 255
+        reason = refusal(code, offset, arg, extent)
+        if reason == 0 and kind == _PUT and not big and inline != arg:
+            reason = MALFORMED
+        if big:  # its data is the next DATA message: into the heap, or dropped
+            into = heap.ctypes.data + np.uint64(offset) if reason == 0 else \
+                s.drop.ctypes.data
+            n = arg if reason == 0 else min(max(arg, 0), s.drop.size)
+            if s.recv(into, n, byte, source, TAG_DATA, comm, 0) != 0:
+                s.ctl[FAILED_CALL] = 2
+                return False
+        value = extent if reason != 0 else 0  # (a refusal says how much is mapped)
+        back = 0
+        if reason == 0:
+            if kind == _PUT and not big:
+                heap[offset:offset + inline] = s.inbox[data_at:data_at + inline]
+            elif kind == _GET:
+                back = arg
+            elif kind == _ATOMIC or kind == _SIGNAL:
+                if s.flock(lockfd, _LOCK_EX) != 0:
+                    s.ctl[FAILED_CALL] = 9
+                    return False
+                if kind == _ATOMIC:
+                    value = apply_atomic(heap, offset, code, arg, cond)
+                else:
+                    apply_signal(heap, offset, (code >> 16) & 255, arg)
+                s.flock(lockfd, _LOCK_UN)
+        inline_back = back if back <= _CHUNK else 0
+        b = open_buffer(s, source, TAG_ANS, _ANS_BYTES + pad(inline_back), 0)
+        while b == -1:
+            # every answer buffer is on its way: take the answers other PEs
+            # send meanwhile (they do the same), so that theirs arrive
+            if reap(s) < 0 or receive_answers(s) < 0:
+                return False
+            b = open_buffer(s, source, TAG_ANS, _ANS_BYTES + pad(inline_back), 0)
+        if b < 0:
+            return False
+        w = s.fill[b] // 8
+        out = s.pool[b].view(np.int64)
+        out[w] = rid
+        out[w + 1] = reason
+        out[w + 2] = value
+        out[w + 3] = inline_back
+        start = s.fill[b] + _ANS_BYTES
+        if inline_back:
+            s.pool[b, start:start + inline_back] = heap[offset:offset + inline_back]
+        s.fill[b] = start + pad(inline_back)
+        if back > _CHUNK:  # a large get's data follows the answers, from the heap
+            n = s.nfollow[b]
+            s.follows[b, n, 0] = np.int64(heap.ctypes.data + np.uint64(offset))
+            s.follows[b, n, 1] = back
+            s.follows[b, n, 2] = -1
+            s.nfollow[b] = n + 1
+    return True
+
+
+# -- an origin's side: a batch of answers -------------------------------------------
+
+
+@njit(nogil=True, cache=True)
+def take_answers(s, inbox, nbytes, source):
+    """Record the answers of one ANS batch. False if MPI failed."""
+    comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
+    at = 0
+    record = inbox.view(np.int64)
+    while at < nbytes:
+        w = at // 8
+        rid, reason, value, inline = record[w], record[w + 1], record[w + 2], \
+            record[w + 3]
+        data_at = at + _ANS_BYTES
+        at = data_at + pad(inline)
+        gpu = (rid & 1) == 1
+        ticket = rid >> 1
+        slot = ticket % _SLOTS
+        ring, words, outstanding = (s.gpu, s.gw, s.gstate) if gpu else (s.host, s.hw,
+                                                                        s.hstate)
+        d = slot * _DESC
+        code = words[d + 1]
+        kind = code & 255
+        asked = words[d + 4]
+        if kind == _GET:
+            start = _STAGING + slot * _CHUNK
+            if reason != 0:
+                if asked <= _CHUNK:
+                    ring[start:start + asked] = 0
+            elif inline:
+                ring[start:start + inline] = inbox[data_at:data_at + inline]
+            elif s.recv(_arg(s.recv, 0, words[d + ADDR]), asked, byte, source, TAG_DATA,
+                        comm, 0) != 0:
+                s.ctl[FAILED_CALL] = 2
+                return False
+        if not gpu:
+            s.hw[_STATUS_AT + slot] = reason
+        if reason != 0 and (gpu or not fetches(code)):
+            n = s.ctl[REFUSED]
+            if n < MAX_REFUSALS:
+                s.refusals[n, 0] = rid
+                s.refusals[n, 1] = words[d + 2]
+                s.refusals[n, 2] = code
+                s.refusals[n, 3] = words[d + 3]
+                s.refusals[n, 4] = asked
+                s.refusals[n, 5] = reason
+                s.refusals[n, 6] = value
+            _fence()
+            s.ctl[REFUSED] = n + 1
+        if fetches(code):
+            if kind == _ATOMIC or (reason != 0 and not gpu):
+                # (a host fetch's refusal: the target's extent, for its error)
+                words[_ANSWER_AT + slot] = value if reason == 0 or not gpu else 0
+            _fence()
+            words[_DONE_AT + slot] = ticket + 1
+        outstanding[slot] = -(ticket + 1)  # answered
+        first = words[_COMPLETE_AT]  # COMPLETE: the first ticket not answered
+        while outstanding[first % _SLOTS] == -(first + 1):
+            outstanding[first % _SLOTS] = 0
+            first += 1
+        _fence()
+        words[_COMPLETE_AT] = first
+    return True
+
+
+# -- the loop -------------------------------------------------------------------
+
+
+@njit(nogil=True, cache=True)
+def probe(s, only, inbox):
+    """Receive one message MPI has for this PE (of tag ``only``, or any)
+    into ``inbox``: (tag, bytes, source); tag 0 if there was none, -1 if
+    MPI failed."""
+    comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
+    if s.iprobe(s.ctl[ANY_SOURCE], only, _arg(s.iprobe, 2, s.ctl[COMM]), s.flag.ctypes.data,
+                s.status.ctypes.data) != 0:
+        s.ctl[FAILED_CALL] = 3
+        return -1, 0, 0
+    if s.flag[0] == 0:
+        return 0, 0, 0
+    source, tag = s.status[s.ctl[SOURCE_AT]], s.status[s.ctl[TAG_AT]]
+    if s.get_count(s.status.ctypes.data, _arg(s.get_count, 1, s.ctl[BYTE]),
+                   s.count.ctypes.data) != 0:
+        s.ctl[FAILED_CALL] = 5
+        return -1, 0, 0
+    nbytes = s.count[0]
+    if nbytes > BATCH or nbytes < 0:
+        s.ctl[FAILED_CALL] = 6
+        return -1, 0, 0
+    if tag != TAG_REQ and tag != TAG_ANS:
+        s.ctl[FAILED_CALL] = 7
+        return -1, 0, 0
+    if s.recv(inbox.ctypes.data, nbytes, byte, source, tag, comm, 0) != 0:
+        s.ctl[FAILED_CALL] = 2
+        return -1, 0, 0
+    return tag, nbytes, source
+
+
+@njit(nogil=True, cache=True)
+def receive_answers(s):
+    """Take one batch of answers, if one came: 1, 0 if none, -1 if MPI failed."""
+    tag, nbytes, source = probe(s, TAG_ANS, s.inbox2)
+    if tag <= 0:
+        return tag
+    return 1 if take_answers(s, s.inbox2, nbytes, source) else -1
+
+
+@njit(nogil=True, cache=True)
+def receive(s):
+    """Take one message, if one came, and act on it: 1, 0 if none, -1 if
+    MPI failed."""
+    tag, nbytes, source = probe(s, s.ctl[ANY_TAG], s.inbox)
+    if tag <= 0:
+        return tag
+    if tag == TAG_REQ:
+        ok = serve_batch(s, nbytes, source)
+    else:
+        ok = take_answers(s, s.inbox, nbytes, source)
+    return 1 if ok else -1
+
+
+@njit(nogil=True, cache=True)
+def serve(s):
+    """Run until told to stop (STOP, and nothing left to send): 0; or until
+    an MPI call fails: its number (CALLS)."""
+    idle_since = now_ns(s)
+    sleep_us = 1
+    while True:
+        busy = False
+        freed = reap(s)
+        if freed < 0:
+            return s.ctl[FAILED_CALL]
+        taken = drain(s)
+        if taken < 0:
+            return s.ctl[FAILED_CALL]
+        for _ in range(TAKE):
+            got = receive(s)
+            if got < 0:
+                return s.ctl[FAILED_CALL]
+            if got == 0:
+                break
+            busy = True
+        if not flush(s):
+            return s.ctl[FAILED_CALL]
+        if taken or freed:
+            busy = True
+        if s.ctl[STOP] != 0 and not busy and not sending(s):
+            return 0
+        now = now_ns(s)
+        if busy:
+            idle_since = now
+            sleep_us = 1
+        elif now - idle_since > s.ctl[BUSY_NS]:
+            # idle: sleep, longer and longer up to SLEEP_US (a host post, a
+            # GPU post or a message waits at most that long to be seen)
+            s.usleep(sleep_us)
+            sleep_us = min(sleep_us * 2, s.ctl[SLEEP_US])
