@@ -1,7 +1,8 @@
 """Benchmark: the proxy (PEs on other nodes) against MPI between the same two
 ranks: put bandwidth, 4 KiB to 64 MiB, against mpi4py's Send/Recv and Put (a
 window of 16 messages, as osu_bw); p and put_signal round trips against a
-Send/Recv ping-pong (osu_latency); p's per second from many threads.
+Send/Recv ping-pong (osu_latency); how fast a Python thread runs while the
+proxy is busy; p's per second from many threads.
 
     python benchmarks/proxy.py [--max-bytes 67108864] [--json out.json]
 
@@ -84,6 +85,10 @@ def main():
           f"{r['put_signal_round_trip_s'] * 1e6:.1f} us; MPI Send/Recv {mpi:.1f} us "
           f"(ours - MPI's: {r['p_round_trip_s'] * 1e6 - mpi:.1f} and "
           f"{r['put_signal_round_trip_s'] * 1e6 - mpi:.1f} us)")
+    print(f"a Python thread of PE 0 while PE 1's puts keep its proxy busy, against the proxy "
+          f"idle (worst of 3 rounds of 1 s): {r['python_speed_ratio']:.2f} "
+          f"({r['python_speed_busy'] / 1e6:.1f} against {r['python_speed_idle'] / 1e6:.1f} "
+          "million loop iterations per second)")
     where = "host threads" if r["backend"] == "sim" else "GPU threads (one block)"
     print(f"p through the proxy, per second, from 1 / 8 / 32 {where} of PE 0: "
           + " / ".join(f"{r[f'p_rate_{t}_threads']:.0f}" for t in (1, 8, 32)))

@@ -1,10 +1,11 @@
 """One PE of the proxy benchmark (run by benchmarks/proxy.py under mpiexec, 2 PEs
 on emulated nodes of one). PE 0 measures; prints one JSON line from PE 0.
 
-Three things on the same two processes, one after another: numba-shmem's puts
-and round trips through the proxy, mpi4py's own Send/Recv and Put between the
-same ranks (osu_bw / osu_latency shapes), and p from many threads at once (host
-threads on the simulator, GPU threads of one block on the GPU).
+On the same two processes, one after another: numba-shmem's puts and round
+trips through the proxy, mpi4py's own Send/Recv and Put between the same ranks
+(osu_bw / osu_latency shapes), how fast a Python thread of PE 0 runs while PE
+1 keeps PE 0's proxy busy, and p from many threads at once (host threads on
+the simulator, GPU threads of one block on the GPU).
 """
 
 import json
@@ -177,6 +178,35 @@ def message_rate(me, counter, threads, per_thread):
     return run
 
 
+def python_speed(seconds):
+    """Iterations per second of a plain Python loop on this thread."""
+    count, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(1000):
+            count += 1
+    return count / seconds
+
+
+def interpreter_kept(me, dest, seconds=1.0):
+    """How fast a Python thread of PE 0 runs while PE 1 keeps PE 0's proxy busy
+    (puts of 4 KiB into PE 0, one after another), against the same thread with
+    the proxy idle: the ratio, and both speeds."""
+    source = np.ones(4096, np.uint8)
+    shmem.barrier_all()
+    idle = python_speed(seconds) if me == 0 else 0.0
+    shmem.barrier_all()
+    if me == 0:
+        busy = python_speed(seconds)
+    else:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            shmem.put(dest[:4096], source, 0)
+        shmem.quiet()
+        busy = 0.0
+    shmem.barrier_all()
+    return (busy / idle if idle else 0.0), idle, busy
+
+
 def mpi_window(comm, buf):
     """A window for MPI_Put into ``buf`` and how it was made; (None, why not)
     where this MPI has none (Open MPI 4.1 without a usable one-sided
@@ -224,6 +254,9 @@ def main():
                      ("put_signal_round_trip_s", shmem_round_trip(me, iters, 1)),
                      ("mpi_round_trip_s", mpi_round_trip(comm, me, iters))):
         results[key], results[key + "_rounds"] = best_of(ROUNDS, run)
+    kept = [interpreter_kept(me, dest) for _ in range(ROUNDS)]
+    results["python_speed_ratio"], results["python_speed_idle"], \
+        results["python_speed_busy"] = min(kept)
     counter = shmem.zeros(64, np.int64)
     rate = message_rate if results["backend"] == "sim" else kernel_message_rate
     for threads in (1, 8, 32):

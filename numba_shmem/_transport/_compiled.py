@@ -9,6 +9,7 @@ the loop records into the errors the callers raise. It has the interface of
 ``close``.
 """
 
+import os
 import sys
 import threading
 import time
@@ -17,6 +18,7 @@ import numba
 import numpy as np
 
 from .._errors import ShmemTimeoutError, ShmemUsageError
+from .._resources import UndoStack
 from . import _engine, _ring
 from ._mpi_c import MPIC
 
@@ -25,6 +27,9 @@ _DESC = _ring.DESCRIPTOR // 8
 _FREE, _DONE, _ANSWER = _ring.FREE // 8, _ring.DONE // 8, _ring.ANSWER // 8
 _COMPLETE, _STAGING, _STATUS = _ring.COMPLETE // 8, _ring.STAGING, _engine.STATUS // 8
 _KINDS = {_ring.PUT: "put", _ring.GET: "get", _ring.ATOMIC: "atomic", _ring.SIGNAL: "signal"}
+#: a host put of at most this many bytes is staged (copied) when posted and
+#: returns at once; a larger one waits until MPI has sent it from its memory
+COPY_MAX = 64 << 10
 
 
 def _word(value):
@@ -54,40 +59,44 @@ class CompiledProxy:
                 "this one both call MPI), but MPI was initialized with a lower level; do not "
                 "set mpi4py.rc.thread_level (its default, 'multiple', is what is needed)")
         self.rank = bootstrap.rank
-        self._comm = bootstrap.communicator().Dup()
-        try:
-            self._mpi = MPIC(self._comm)
-        except BaseException:
-            self._comm.Free()
-            raise
         self._lockfd = lockfd
         self._wait_timeout = wait_timeout
         self._device = device
         self._stop_waiters = stop_waiters
-        self._host = np.zeros(_engine.HOST_NBYTES, np.uint8)
-        self._words = self._host.view(np.int64)
-        self._words[_FREE:_FREE + _SLOTS] = np.arange(_SLOTS)
-        gpu = None if device is None else device._memory
-        self._state = _engine.state(self._mpi, bootstrap.size, self._host, heap, extent,
-                                    lockfd, gpu)
-        try:  # compiled (or loaded from numba's cache) now: a failure is init()'s
-            _engine.serve.compile((numba.typeof(self._state),))
-        except BaseException:
-            self._comm.Free()
-            raise
-        self._gpu_words = self._state.gw
-        self._state.ctl[_engine.BUSY_NS] = int(busy_poll * 1e9)
-        self._state.ctl[_engine.SLEEP_US] = max(1, int(max_sleep * 1e6))
         self._lock = threading.Lock()  # host posts, one at a time
         self._tickets = 0  # the host ring's tickets taken
         self._what = [None] * _SLOTS  # each slot's caller and target PE, for errors
+        self._kept = {}  # ticket -> the copy a put is sent from, until MPI has sent it
         self._refusals_seen = 0
         self._failure = None
         self._stopping = False
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="numba-shmem proxy",
-                                        daemon=True)
-        self._thread.start()
+        self._host = np.zeros(_engine.HOST_NBYTES, np.uint8)
+        self._words = self._host.view(np.int64)
+        self._words[_FREE:_FREE + _SLOTS] = np.arange(_SLOTS)
+        self._undo = UndoStack()  # what close() releases, once the loop has stopped
+        try:
+            self._comm = bootstrap.communicator().Dup()
+            self._undo.push(self._comm.Free)
+            self._mpi = MPIC(self._comm)
+            # a host post wakes a sleeping loop with a byte into this pipe
+            self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+            self._undo.push(os.close, self._wake_read)
+            self._undo.push(os.close, self._wake_write)
+            self._state = _engine.state(self._mpi, bootstrap.size, self._host, heap, extent,
+                                        lockfd, self._wake_read,
+                                        None if device is None else device._memory)
+            self._gpu_words = self._state.gw
+            self._state.ctl[_engine.BUSY_NS] = int(busy_poll * 1e9)
+            self._state.ctl[_engine.SLEEP_US] = max(1, int(max_sleep * 1e6))
+            # compiled (or loaded from numba's cache) now: a failure is init()'s
+            _engine.serve.compile((numba.typeof(self._state),))
+            self._thread = threading.Thread(target=self._run, name="numba-shmem proxy",
+                                            daemon=True)
+            self._thread.start()
+        except BaseException:
+            self._undo.unwind()
+            raise
         if debug:
             print(f"numba-shmem: PE {self.rank}: PEs on other nodes through the proxy: its "
                   f"request path compiled, over MPI ({MPI.Get_library_version().splitlines()[0]});"
@@ -108,10 +117,11 @@ class CompiledProxy:
 
     # -- posting and waiting -----------------------------------------------------------
 
-    def _post(self, pe, code, offset, arg, what, cond=0, data=None, address=0):
+    def _post(self, pe, code, offset, arg, what, cond=0, data=None, address=0, keep=None):
         """Post one request into the host ring; its ticket. Waits while the
         ring is full. A refusal of an earlier request nobody waited for is
-        raised first."""
+        raised first. ``keep``: the copy a put is sent from (``address``),
+        kept until MPI has sent it, and its slot then given back."""
         deadline = self._deadline()
         with self._lock:
             self._raise_refused()
@@ -119,9 +129,11 @@ class CompiledProxy:
             t = self._tickets
             slot = t % _SLOTS
             words = self._words
+            self._let_go()
             while words[_FREE + slot] != t:  # (the ring is full)
                 self._check(pe, what)
                 self._pause(deadline, pe, what, "room in the ring", 0)
+                self._let_go()
             self._tickets = t + 1
             if data is not None and data.size:
                 self._host[_STAGING + slot * _CHUNK:_STAGING + slot * _CHUNK + data.size] = data
@@ -135,8 +147,22 @@ class CompiledProxy:
             words[d + _engine.ORDER] = 0 if self._device is None else \
                 _engine.first_unpublished(self._gpu_words, self._state.ctl[_engine.GPU_NEXT])
             self._what[slot] = (what, pe)
+            if keep is not None:
+                self._kept[t] = keep
             words[d] = t + 1  # published: last
+            if self._state.ctl[_engine.SLEEPING]:
+                try:
+                    os.write(self._wake_write, b"!")
+                except BlockingIOError:  # (the pipe is full: the loop wakes anyway)
+                    pass
             return t
+
+    def _let_go(self):
+        """Give back the slots (and drop the copies) of the kept puts MPI has
+        sent (the lock held)."""
+        for t in [t for t in self._kept if self._words[_DONE + t % _SLOTS] == t + 1]:
+            del self._kept[t]
+            self._give_back(t)
 
     def _take(self, t, pe, what):
         """Wait for ticket ``t``'s answer; its STATUS (0, or a refusal's
@@ -163,12 +189,18 @@ class CompiledProxy:
 
     def put(self, pe, offset, data, what):
         """Copy ``data`` (a numpy array) to ``offset`` of PE ``pe``'s heap;
-        return once ``data`` may be reused: at most a slot's staging is copied
-        now, a larger array in pieces once MPI has sent them."""
+        return once ``data`` may be reused: up to a slot's staging is copied
+        into the slot, up to COPY_MAX bytes into a copy the proxy keeps until
+        MPI has sent it; a larger array is sent from its memory in pieces, and
+        the call returns once MPI has sent them."""
         flat = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         code = _ring.code(_ring.PUT)
         if flat.size <= _CHUNK:
             self._post(pe, code, offset, flat.size, what, data=flat)
+            return
+        if flat.size <= COPY_MAX:  # sent from a copy, kept until MPI has sent it
+            copy = flat.copy()
+            self._post(pe, code, offset, copy.size, what, address=copy.ctypes.data, keep=copy)
             return
         tickets = [self._post(pe, code, offset + at, min(_engine.PIECE, flat.size - at), what,
                               address=flat.ctypes.data + at)
@@ -307,9 +339,7 @@ class CompiledProxy:
     def close(self):
         """Stop the loop once what it holds is sent (every PE has quieted and
         passed the finalize barrier before), free its communicator and the
-        lock's descriptor."""
-        import os
-
+        descriptors."""
         with self._lock:
             if self._closed:
                 return
@@ -317,5 +347,5 @@ class CompiledProxy:
         self._state.ctl[_engine.STOP] = 1
         self._thread.join(timeout=max(self._wait_timeout or 0, 10.0))
         if not self._thread.is_alive():
-            self._comm.Free()
             os.close(self._lockfd)
+            self._undo.unwind()

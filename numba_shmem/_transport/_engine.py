@@ -81,7 +81,8 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 #: control words (Python sets STOP, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU and the MPI
 #: library's handles and constants; the loop the rest)
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
-    COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, CONTROL_WORDS = range(16)
+    COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, \
+    CONTROL_WORDS = range(18)
 #: what FAILED_CALL names
 CALLS = ("", "MPI_Isend", "MPI_Recv", "MPI_Iprobe", "MPI_Test", "MPI_Get_count",
          "a message larger than the receive buffer (a batch of another library?)",
@@ -101,20 +102,21 @@ _LOCK_EX, _LOCK_UN = 2, 8
 #: whatever the addresses of this process's libraries), then numpy arrays
 #: (``ctl`` the control words)
 State = collections.namedtuple("State", [
-    "isend", "recv", "iprobe", "test", "get_count", "flock", "usleep", "clock_gettime",
-    "ctl", "clock", "flag", "count", "status",
+    "isend", "recv", "iprobe", "test", "get_count", "flock", "ppoll", "read",
+    "clock_gettime", "ctl", "clock", "flag", "count", "status", "pollfd", "timeout",
     "host", "hw", "hstate", "gpu", "gw", "gstate",
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
     "nfollow", "dreq", "dticket", "dstate", "inbox", "inbox2", "drop", "heap", "extent",
     "refusals"])
 
 
-def state(mpic, npes, host, heap, extent, lockfd, gpu=None):
+def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None):
     """A State for ``mpic`` (``_mpi_c.MPIC``: its communicator's proxies) in a
     job of ``npes`` PEs: ``host`` the host ring (HOST_NBYTES of uint8),
     ``heap`` this PE's heap (uint8, as mapped in this process), ``extent`` an
     int64[1] the heap keeps current, ``lockfd`` a descriptor for the heap's
-    lock, ``gpu`` the GPU's ring (or None)."""
+    lock, ``wakefd`` the read end of a pipe a host post writes a byte into
+    while the loop sleeps (SLEEPING), ``gpu`` the GPU's ring (or None)."""
     assert host.size == HOST_NBYTES and mpic.request_bytes <= 8
     ctl = np.zeros(CONTROL_WORDS, np.int64)
     ctl[LOCKFD] = lockfd
@@ -122,13 +124,17 @@ def state(mpic, npes, host, heap, extent, lockfd, gpu=None):
     ctl[COMM], ctl[BYTE] = mpic.comm, mpic.byte
     ctl[ANY_SOURCE], ctl[ANY_TAG] = mpic.any_source, mpic.any_tag
     ctl[SOURCE_AT], ctl[TAG_AT] = mpic.source_at, mpic.tag_at
+    ctl[WAKE_FD] = wakefd
     status_bytes = mpic.status_bytes
     gpu = np.zeros(_ring.NBYTES, np.uint8) if gpu is None else gpu
-    flock, usleep, clock_gettime = _libc()
+    flock, ppoll, read, clock_gettime = _libc()
+    pollfd = np.zeros(2, np.int32)  # struct pollfd: fd, then events and revents (int16)
+    pollfd[0], pollfd[1] = wakefd, 1  # POLLIN
     return State(
         isend=mpic.isend, recv=mpic.recv, iprobe=mpic.iprobe, test=mpic.test,
-        get_count=mpic.get_count, flock=flock, usleep=usleep, clock_gettime=clock_gettime,
-        ctl=ctl, clock=np.zeros(2, np.int64), flag=np.zeros(1, np.int32),
+        get_count=mpic.get_count, flock=flock, ppoll=ppoll, read=read,
+        clock_gettime=clock_gettime, ctl=ctl, clock=np.zeros(2, np.int64),
+        pollfd=pollfd, timeout=np.zeros(2, np.int64), flag=np.zeros(1, np.int32),
         count=np.zeros(1, np.int32), status=np.zeros(max(status_bytes // 4, 8), np.int32),
         host=host, hw=host.view(np.int64), hstate=np.zeros(_ring.SLOTS, np.int64),
         gpu=gpu, gw=gpu[:_ring.STAGING].view(np.int64), gstate=np.zeros(_ring.SLOTS, np.int64),
@@ -175,7 +181,8 @@ def _libc():
     libc = ctypes.CDLL(None, use_errno=True)
     i, p = ctypes.c_int, ctypes.c_void_p
     return (ctypes.CFUNCTYPE(i, i, i)(("flock", libc)),
-            ctypes.CFUNCTYPE(i, ctypes.c_uint)(("usleep", libc)),
+            ctypes.CFUNCTYPE(i, p, ctypes.c_ulong, p, p)(("ppoll", libc)),
+            ctypes.CFUNCTYPE(ctypes.c_ssize_t, i, p, ctypes.c_size_t)(("read", libc)),
             ctypes.CFUNCTYPE(i, i, p)(("clock_gettime", libc)))
 
 
@@ -728,7 +735,15 @@ def serve(s):
             idle_since = now
             sleep_us = 1
         elif now - idle_since > s.ctl[BUSY_NS]:
-            # idle: sleep, longer and longer up to SLEEP_US (a host post, a
-            # GPU post or a message waits at most that long to be seen)
-            s.usleep(sleep_us)
+            # idle: sleep, longer and longer up to SLEEP_US (a GPU post or a
+            # message waits at most that long to be seen; a host post wakes
+            # the loop through the pipe)
+            s.ctl[SLEEPING] = 1
+            _fence()
+            if not published(s.hw, s.ctl[HOST_NEXT]):
+                s.timeout[0] = 0
+                s.timeout[1] = sleep_us * 1000
+                if s.ppoll(s.pollfd.ctypes.data, 1, s.timeout.ctypes.data, 0) > 0:
+                    s.read(_arg(s.read, 0, s.ctl[WAKE_FD]), s.status.ctypes.data, 16)
+            s.ctl[SLEEPING] = 0
             sleep_us = min(sleep_us * 2, s.ctl[SLEEP_US])
