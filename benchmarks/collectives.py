@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _machine import require_gpu
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -23,6 +25,7 @@ def main():
     parser.add_argument("--nvshmem", type=Path, nargs="*", default=[],
                         help="outputs of benchmarks/nvshmem/run.sh coll_block (one per PE count)")
     args = parser.parse_args()
+    require_gpu("collectives.py", "the device barriers and the collectives' GPU time")
     nvshmem = {}  # PE count -> bytes -> NVSHMEM's row
     for path in args.nvshmem:
         twin = json.loads(path.read_text().strip().splitlines()[-1])

@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _machine import require_gpu
+
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 #: (sample, its shape arguments): AllGather shards m x k, B k x n; ReduceScatter
 #: C is m x n, each PE's A shard m x k
@@ -34,6 +36,7 @@ def main():
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    require_gpu("overlap.py", "the overlapped samples' GPU time per step")
     runs = []
     for sample, shape in SHAPES:
         command = [sys.executable, "-m", "shmem_run", "-n", str(args.pes),

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _machine import require_gpu
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -22,6 +24,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pes", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
+    require_gpu("residency.py", "whether every PE's grid is resident at once")
     for sharedmem in (0, 40 << 10):
         for npes in args.pes:
             run = subprocess.run([sys.executable, "-m", "shmem_run", "-n", str(npes),

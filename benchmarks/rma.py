@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _machine import require_gpu
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -29,6 +31,7 @@ def main():
                         help="the output of benchmarks/nvshmem/run.sh scopes_bw, for the "
                         "scope rows")
     args = parser.parse_args()
+    require_gpu("rma.py", "the put bandwidth and latencies of GPU threads")
     run = subprocess.run([sys.executable, "-m", "shmem_run", "-n", "2",
                           str(HERE / "rma_pe.py"), str(args.max_bytes)],
                          capture_output=True, text=True, timeout=900)

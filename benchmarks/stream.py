@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _machine import require_gpu
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -19,6 +21,7 @@ def main():
     parser.add_argument("--pes", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    require_gpu("stream.py", "the stream tier's host and GPU time per call")
     runs = []
     for npes in args.pes:
         run = subprocess.run([sys.executable, "-m", "shmem_run", "-n", str(npes),

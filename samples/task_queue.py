@@ -31,7 +31,7 @@ os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
 import numba_shmem as shmem  # noqa: E402
 import numpy as np  # noqa: E402
-from numba import cuda  # noqa: E402
+from numba import config as numba_config, cuda  # noqa: E402
 
 
 MAX_ELEMENTS = 1024  # a task's result, computed into shared memory and put from there
@@ -137,14 +137,20 @@ def reset(heads, done, results):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=16)
-    parser.add_argument("--width", type=int, default=64)
-    parser.add_argument("--elements", type=int, default=256)
-    parser.add_argument("--work", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=128)
+    # (defaults: the GPU's, and smaller on the simulator, where every thread is Python)
+    parser.add_argument("--layers", type=int, help="16; 3 on the simulator")
+    parser.add_argument("--width", type=int, help="64; 5 on the simulator")
+    parser.add_argument("--elements", type=int, help="256; 32 on the simulator")
+    parser.add_argument("--work", type=int, help="64; 4 on the simulator")
+    parser.add_argument("--threads", type=int, help="128; 32 on the simulator")
     args = parser.parse_args()
     shmem.init()
     me, npes = shmem.my_pe(), shmem.n_pes()
+    simulator = numba_config.ENABLE_CUDASIM  # (numba-shmem picked numba's simulator)
+    for name, gpu, sim in (("layers", 16, 3), ("width", 64, 5), ("elements", 256, 32),
+                           ("work", 64, 4), ("threads", 128, 32)):
+        if getattr(args, name) is None:
+            setattr(args, name, sim if simulator else gpu)
     width, layers, elements, work = args.width, args.layers, args.elements, args.work
     tasks = layers * width
     expected = reference(layers, width, elements, work)
@@ -171,6 +177,10 @@ def main():
     for name, run in (("persistent kernel", persistent_run),
                       ("one launch per task", per_task_run)):
         for attempt in range(2):  # the first run compiles
+            if me == 0:  # (on the simulator each run takes seconds)
+                sys.stderr.write(f"task_queue: {name}, run {attempt + 1} of 2"
+                                 f"{' (it compiles)' if attempt == 0 else ''}\n")
+                sys.stderr.flush()
             reset[32, 128](heads, done, results)
             executed.copy_to_device(np.zeros(2, np.int64))
             shmem.barrier_all()

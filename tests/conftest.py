@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,19 @@ def python(program, *args, timeout=120, env=None):
 
 def shm_entries():
     return {name for name in os.listdir("/dev/shm") if name.startswith("nshmem-")}
+
+
+def shm_left(before, settle=2.0):
+    """The simulator's segments made since ``before`` (a ``shm_entries()``) that
+    are still there ``settle`` seconds on: what a job left behind. A job running
+    beside the test makes its own and unlinks them within moments of starting
+    (once every peer has mapped them), so they do not count."""
+    left = shm_entries() - before
+    deadline = time.monotonic() + settle
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left &= shm_entries()
+    return left
 
 
 def mpiexec():

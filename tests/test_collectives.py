@@ -101,6 +101,19 @@ def test_task_queue_sample():
     assert ran == tasks  # every task ran exactly once, wherever it was claimed
 
 
+def test_task_queue_sample_at_its_defaults_suits_the_backend():
+    """Run as a new user would, with no arguments: sizes for the backend (before,
+    on the simulator: the GPU's, past 300 s with no output), a line of
+    progress on stderr before each run."""
+    from conftest import BACKEND, ROOT
+
+    result = shmem_run(2, str(ROOT / "samples/task_queue.py"), timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    layers, width, elements = (3, 5, 32) if BACKEND == "sim" else (16, 64, 256)
+    assert f"2 PEs, {layers} x {width} tasks of {elements} elements: " in result.stdout
+    assert result.stderr.count("task_queue: ") == 4, result.stderr
+
+
 def test_moe_dispatch_sample():
     from conftest import BACKEND, ROOT
 
