@@ -11,9 +11,9 @@ import signal
 import socket
 import sys
 
-from .._errors import ShmemBootstrapError, ShmemTimeoutError
+from .._errors import ShmemBootstrapError
 from . import _wire
-from ._base import Bootstrap
+from ._rendezvous import RendezvousClient
 
 #: The variables ``shmem-run`` sets for each PE.
 ENV_SOCKET = "SHMEM_RUN_SOCKET"
@@ -39,7 +39,7 @@ def _die_with(launcher):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-class LauncherBootstrap(Bootstrap):
+class LauncherBootstrap(RendezvousClient):
     name = "shmem-run"
 
     def __init__(self, wait_timeout, environ=None):
@@ -82,39 +82,6 @@ class LauncherBootstrap(Bootstrap):
             self._sock.close()
             raise
 
-    def _call(self, meta, what, fds=(), payload=b""):
-        try:
-            _wire.send(self._sock, meta, payload, fds)
-            reply, payload, fds = _wire.recv(self._sock)
-        except socket.timeout:
-            raise self.timeout_error(what, self._sock.gettimeout()) from None
-        except (_wire.ConnectionClosed, OSError) as exc:
-            raise ShmemBootstrapError(
-                f"PE {self.rank} lost the shmem-run rendezvous during {what}: {exc}") from None
-        if reply.get("op") == "error" or reply.get("seq") != meta.get("seq"):
-            for fd in fds:
-                os.close(fd)
-            if reply.get("op") != "error":
-                raise ShmemBootstrapError(
-                    f"PE {self.rank} got the answer to collective #{reply.get('seq')} during "
-                    f"{what} (#{meta.get('seq')}); the rendezvous connection is out of step")
-            if reply.get("kind") == "timeout":
-                raise ShmemTimeoutError(reply["message"])
-            raise ShmemBootstrapError(reply["message"])
-        return reply, payload, fds
-
-    def _collective(self, what, payload=b"", fds=(), members=None):
-        key = None if members is None else tuple(members)
-        self._seqs[key] = seq = self._seqs.get(key, 0) + 1
-        meta = {"op": "allgather", "seq": seq, "what": what, "nfds": len(fds),
-                "group": None if members is None else list(members),
-                "timeout": self.wait_timeout}
-        return self._call(meta, what, fds, payload)
-
-    def _allgather(self, data, what, members):
-        _reply, payload, _fds = self._collective(what, payload=data, members=members)
-        return _wire.unpack_list(payload)
-
     def _exchange_fds(self, fds, what):
         reply, _payload, received = self._collective(what, fds=fds)
         out, start = [], 0
@@ -127,11 +94,3 @@ class LauncherBootstrap(Bootstrap):
                 mine = list(fds)
             out.append(mine)
         return out
-
-    def _leave(self, why):
-        if self._sock.fileno() >= 0:
-            try:
-                _wire.send(self._sock, {"op": "bye", "why": why})
-            except OSError:
-                pass
-            self._sock.close()

@@ -2,8 +2,9 @@
 
 A message is a fixed header (two lengths), a small JSON object and an opaque
 payload; file descriptors ride along with the header through SCM_RIGHTS. The
-launcher imports this module to speak the same protocol and to put its sockets
-where the MPI bootstrap puts its own; it imports nothing else from the library.
+launcher imports this module and the rendezvous server (``_rendezvous``) to
+speak the same protocol and to put its sockets where the MPI bootstrap puts
+its own; it imports nothing else from the library.
 """
 
 import json
