@@ -12,7 +12,6 @@ import socket
 import sys
 
 from .._errors import ShmemBootstrapError
-from . import _wire
 from ._rendezvous import RendezvousClient
 
 #: The variables ``shmem-run`` sets for each PE.
