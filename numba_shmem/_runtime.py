@@ -64,7 +64,8 @@ def _resolve_backend(config):
 class Runtime:
     """Everything one PE holds between ``init()`` and ``finalize()``."""
 
-    def __init__(self, config):
+    def __init__(self, config, join=None):
+        """``join``: the bootstrap's arguments init() was given (comm=, uid=...)."""
         self.config = config
         self.backend = _resolve_backend(config)
         self._undo = UndoStack()
@@ -74,7 +75,7 @@ class Runtime:
         #: per thread: whether it runs in this PE's CUDA context (enter_context)
         self.threads = threading.local()
         self.proxy = None  # how this PE reaches PEs on other nodes (_transport)
-        self.bootstrap = _bootstrap.start(config)
+        self.bootstrap = _bootstrap.start(config, **(join or {}))
         self._undo.push(lambda: self.bootstrap.close(self.why))
         from ._teams import TeamTable
 
@@ -120,7 +121,10 @@ class Runtime:
             raise ShmemUsageError(
                 f"NUMBA_SHMEM_BACKEND={self.config.backend} chose the GPU but no CUDA GPU is "
                 "visible; check CUDA_VISIBLE_DEVICES or use NUMBA_SHMEM_BACKEND=sim")
-        self.device_id = self.bootstrap.local_rank % count
+        # the launcher's local rank (torchrun's LOCAL_RANK), else ours; PEs beyond
+        # the node's GPUs share them
+        index = self.bootstrap.gpu_index
+        self.device_id = (self.bootstrap.local_rank if index is None else index) % count
         cuda.select_device(self.device_id)
         self.threads.in_context = True
         # which GPU each PE runs on: PEs that share one split its SMs between them
@@ -233,21 +237,53 @@ class Runtime:
                   "end at the wait time-out", file=sys.stderr, flush=True)
 
 
-def init():
+def init(*, comm=None, uid=None, rank=None, nranks=None):
     """Collective. Start this PE: read the configuration, find the other PEs,
-    bind the GPU and create the symmetric heap."""
+    bind the GPU and create the symmetric heap.
+
+    The PEs are those of the launcher that started the process (shmem-run,
+    mpirun/srun, torchrun), or: ``comm``, an mpi4py communicator (its ranks are
+    the PEs); ``uid``, the id ``get_unique_id()`` returned on rank 0, with this
+    PE's ``rank`` and the number of PEs ``nranks``."""
     global _current
     if _current is not None:
         raise ShmemUsageError("shmem.init() was already called; call it once per process")
     if _finalized:
         raise ShmemUsageError(
             "shmem.init() after shmem.finalize() is not supported; initialize once per process")
-    _current = Runtime(_config.from_env())
+    _current = Runtime(_config.from_env(), _join(comm, uid, rank, nranks))
     if _current.bootstrap.name == "MPI":
         _exits.watch()  # the code of an exit without finalize() ends the MPI job
     global _previous_excepthook
     if sys.excepthook is not _note_uncaught:
         _previous_excepthook, sys.excepthook = sys.excepthook, _note_uncaught
+
+
+def _join(comm, uid, rank, nranks):
+    """init()'s arguments for the bootstrap, or a usage error naming the one
+    that does not fit."""
+    if comm is not None and uid is not None:
+        raise ShmemUsageError(
+            "shmem.init: pass comm= (an MPI job) or uid= (a unique id's job), not both")
+    if uid is None and (rank is not None or nranks is not None):
+        given = "rank" if rank is not None else "nranks"
+        raise ShmemUsageError(
+            f"shmem.init: {given}= goes with uid=; pass uid=shmem.get_unique_id() from "
+            "rank 0 too (under a launcher, or with comm=, the PEs are numbered for you)")
+    if comm is not None:
+        return {"comm": comm}
+    if uid is not None:
+        return {"uid": uid, "rank": rank, "nranks": nranks}
+    return {}
+
+
+def get_unique_id():
+    """A new unique id for ``init(uid=..., rank=..., nranks=...)``: call it on
+    rank 0, hand the string to the other PEs by any means, and call init() with
+    it on every PE, rank 0 in this process."""
+    from ._bootstrap import _uid
+
+    return _uid.make()
 
 
 def finalize():

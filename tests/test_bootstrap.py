@@ -192,6 +192,18 @@ def test_a_long_tmpdir_keeps_the_mpi_sockets_short(tmp_path):
     assert not list(tmpdir.iterdir())
 
 
+@pytest.mark.mpi
+@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+def test_two_jobs_on_halves_of_an_mpi_world():
+    """shmem.init(comm=...): the even and the odd ranks of four run a job each."""
+    result = _mpiexec(4, ["mpi_bootstrap.py", "split"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(re.findall(r"rank \d: PE \d of \d received \d", result.stdout)) == [
+        f"rank {world}: PE {world // 2} of 2 received {1 - world // 2}" for world in range(4)]
+    assert len(re.findall(r"rank \d: shmem.init: comm=0 is not an mpi4py intra-communicator; "
+                          r"pass one", result.stdout)) == 4, result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("env,seen,launch", [
     ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}, "RANK=1 WORLD_SIZE=2", "shmem-run -n 2"),
     ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, "SLURM_PROCID=0 SLURM_NTASKS=2", "shmem-run -n 2"),

@@ -20,6 +20,8 @@ class Bootstrap:
     size = 1
     local_peers = (0,)
     job_id = ""
+    #: the GPU this PE runs on, where its launcher says (else its local rank's)
+    gpu_index = None
 
     def __init__(self, wait_timeout):
         self.wait_timeout = wait_timeout

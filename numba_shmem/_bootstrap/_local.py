@@ -10,8 +10,10 @@ else is dropped and the job goes on.
 import hmac
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
 
 from . import _wire
@@ -101,6 +103,20 @@ class NodeDescriptors:
                 os.close(fd)
             return None
         return sender, received
+
+    def remove_on_sigterm(self):
+        """A launcher that ends a job with SIGTERM to its PEs (mpirun, torchrun)
+        leaves no directory behind: remove it first, then die of the signal as
+        before. Only where the program has not set a SIGTERM handler of its own."""
+        if threading.current_thread() is not threading.main_thread() or \
+                signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def on_sigterm(signum, frame):
+            self.close()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        signal.signal(signal.SIGTERM, on_sigterm)
 
     def close(self):
         """Close the socket and remove the private directory (at most once

@@ -1,4 +1,5 @@
-"""PEs started by ``mpirun``/``srun``: collectives over mpi4py's COMM_WORLD.
+"""PEs started by ``mpirun``/``srun``: collectives over mpi4py's COMM_WORLD,
+or over the communicator the program passed (``shmem.init(comm=...)``).
 
 Node-local peers are found with a shared-memory split (or, for tests, emulated
 nodes of ``NUMBA_SHMEM_NODE_SIZE`` consecutive ranks). MPI cannot carry file
@@ -8,8 +9,6 @@ directories (``_local``).
 
 import os
 import secrets
-import signal
-import threading
 
 from .._errors import ShmemUsageError
 from ._base import Bootstrap
@@ -24,10 +23,21 @@ def under_mpi(environ):
     return any(name in environ for name in MPI_MARKERS)
 
 
+def _checked(MPI, comm):
+    """``comm`` (None: COMM_WORLD), or a usage error naming it."""
+    if comm is None:
+        return MPI.COMM_WORLD
+    if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
+        raise ShmemUsageError(
+            f"shmem.init: comm={comm!r} is not an mpi4py intra-communicator; pass one "
+            "(MPI.COMM_WORLD or one split from it) that this process belongs to")
+    return comm
+
+
 class MPIBootstrap(Bootstrap):
     name = "MPI"
 
-    def __init__(self, wait_timeout, node_size=0):
+    def __init__(self, wait_timeout, node_size=0, comm=None):
         super().__init__(wait_timeout)
         try:
             from mpi4py import MPI
@@ -36,7 +46,7 @@ class MPIBootstrap(Bootstrap):
                 f"this process was started by an MPI launcher but mpi4py cannot be "
                 f"imported ({exc}); install it with: pip install 'numba-shmem[mpi]'") from None
         self._mpi = MPI
-        self._comm = MPI.COMM_WORLD.Dup()
+        self._comm = _checked(MPI, comm).Dup()
         self.rank = self._comm.Get_rank()
         self.size = self._comm.Get_size()
         host = MPI.Get_processor_name()
@@ -60,24 +70,12 @@ class MPIBootstrap(Bootstrap):
         except BaseException:
             self._local.close()
             raise
-        self._remove_on_sigterm()
-
-    def _remove_on_sigterm(self):
-        """mpirun ends a job that a PE aborted with SIGTERM to the others: remove
-        this PE's private directory first, then die of the signal as before.
-        Only where the program has not set a SIGTERM handler of its own."""
-        if threading.current_thread() is not threading.main_thread() or \
-                signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return
-
-        def on_sigterm(signum, frame):
-            self._remove_socket()
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-        signal.signal(signal.SIGTERM, on_sigterm)
+        # mpirun ends a job that a PE aborted with SIGTERM to the others
+        self._local.remove_on_sigterm()
 
     def communicator(self):
-        """The job's communicator (a duplicate of COMM_WORLD), for the proxy."""
+        """The job's communicator (a duplicate of the one it was started on),
+        for the proxy."""
         return self._comm
 
     def _remove_socket(self):

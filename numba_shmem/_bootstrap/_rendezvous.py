@@ -51,6 +51,7 @@ class RendezvousServer:
         self._name = name
         self._lock = threading.Lock()
         self._admitted = threading.Condition(self._lock)
+        self._departed = threading.Condition(self._lock)
         self._pids = {}         # pe -> the pid the launcher started as that PE
         self._hellos = set()    # PEs that have said hello (a PE number is used once)
         self._conns = {}        # pe -> socket
@@ -233,6 +234,13 @@ class RendezvousServer:
             self.departures.append(pe)
             for key in list(self._rounds):
                 self._settle(key)
+            self._departed.notify_all()
+
+    def wait_departed(self, pe, timeout):
+        """Wait up to ``timeout`` seconds until PE ``pe`` has left (its bye
+        handled, the collectives that waited for it failed)."""
+        with self._departed:
+            self._departed.wait_for(lambda: pe in self._gone, timeout=timeout)
 
     def _watch(self):
         """Fail every collective that has waited past the time-out its callers
@@ -267,6 +275,9 @@ class RendezvousClient(Bootstrap):
     """A PE's side of a rendezvous: ``self._sock`` is connected and has said
     hello; every collective is one round trip on it."""
 
+    #: what a lost rendezvous means, for its error
+    lost_hint = ""
+
     def _call(self, meta, what, fds=(), payload=b""):
         try:
             _wire.send(self._sock, meta, payload, fds)
@@ -275,7 +286,8 @@ class RendezvousClient(Bootstrap):
             raise self.timeout_error(what, self._sock.gettimeout()) from None
         except (_wire.ConnectionClosed, OSError) as exc:
             raise ShmemBootstrapError(
-                f"PE {self.rank} lost the {self.name} rendezvous during {what}: {exc}") from None
+                f"PE {self.rank} lost the {self.name} rendezvous during {what}: {exc}"
+                f"{self.lost_hint}") from None
         if reply.get("op") == "error" or reply.get("seq") != meta.get("seq"):
             for fd in fds:
                 os.close(fd)

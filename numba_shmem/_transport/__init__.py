@@ -23,8 +23,10 @@ def check_reachable(runtime):
     if far_pes(bootstrap) and not hasattr(bootstrap, "communicator"):
         from .._errors import ShmemUsageError
 
+        hosts = len(set(bootstrap.nodes))
         raise ShmemUsageError(
-            f"PE {bootstrap.rank}: PEs on other nodes are reached through MPI; start the job "
+            f"PE {bootstrap.rank}: this job spans {hosts} nodes and was started through "
+            f"{bootstrap.name}; PEs on other nodes are reached through MPI: start the job "
             "with mpirun or srun")
 
 

@@ -1,6 +1,8 @@
-"""The MPI bootstrap's descriptor sockets: against strangers, under a long TMPDIR.
+"""The MPI bootstrap: its descriptor sockets against strangers and under a
+long TMPDIR; jobs on communicators the program passes.
 
     mpiexec -n 2 python mpi_bootstrap.py strangers|socket_dir
+    mpiexec -n 4 python mpi_bootstrap.py split
 
 strangers: on rank 0, one process connects to rank 1's descriptor socket and
 says nothing, another sends a wrong secret; then the ranks exchange
@@ -15,6 +17,8 @@ import sys
 import tempfile
 
 import numba_shmem as shmem
+import numpy as np
+from numba import cuda
 from numba_shmem import _runtime
 
 _STRANGER = """
@@ -77,6 +81,32 @@ def socket_dir():
     shmem.barrier_all()
     say(f"PE {boot.rank}: socket {boot._paths[boot.local_rank]}, received {seen}")
     shmem.finalize()
+
+
+@cuda.jit
+def send_right(received):
+    if cuda.grid(1) == 0:
+        shmem.p(received, shmem.my_pe(), (shmem.my_pe() + 1) % shmem.n_pes())
+
+
+def split():
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD.Get_rank()
+    try:
+        shmem.init(comm=MPI.COMM_WORLD.py2f())
+    except shmem.ShmemUsageError as exc:
+        say(f"rank {world}: {exc}")
+    half = MPI.COMM_WORLD.Split(world % 2, world)
+    shmem.init(comm=half)
+    received = shmem.zeros(1, np.int32)
+    send_right[1, 32](received)
+    shmem.barrier_all()
+    say(f"rank {world}: PE {shmem.my_pe()} of {shmem.n_pes()} received "
+        f"{int(received.copy_to_host()[0])}")
+    shmem.free(received)
+    shmem.finalize()
+    half.Free()
 
 
 if __name__ == "__main__":
