@@ -1,4 +1,4 @@
-"""Benchmark: put_block / put_block_nbi bandwidth, put_warp, thread-scope put and
+"""Benchmark: put_block / put_nbi_block bandwidth, put_warp, thread-scope put and
 get_block bandwidth, put_signal ping-pong, p and atomic latencies, atomic_add
 throughput, with 2 PEs (on one GPU through MPS, or one per GPU), each beside a
 baseline measured in the same run.
@@ -45,7 +45,7 @@ def main():
     print("GB/s of bytes delivered; each kernel repeats its copy `reps` times in one launch, "
           "timed on the GPU (the launch is queued behind a held stream, so the host's launch "
           "time does not count). "
-          "put: put_block into PE 1; nbi: put_block_nbi + quiet; self: put_block into PE 0's "
+          "put: put_block into PE 1; nbi: put_nbi_block + quiet; self: put_block into PE 0's "
           "own heap; local: the same kernel shape copying into cudaMalloc memory; local-heap: "
           "into PE 0's heap; DtoD: cuMemcpyDtoD (copy engine; 20 calls queued behind a held "
           "stream, the GPU's time) into local memory; DtoD-peer: cuMemcpyDtoD into PE 1's "
@@ -110,7 +110,7 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         sizes = [row["bytes"] for row in r["bandwidth"]]
-        for key, label in (("put_block_s", "put_block"), ("put_block_nbi_s", "put_block_nbi"),
+        for key, label in (("put_block_s", "put_block"), ("put_block_nbi_s", "put_nbi_block"),
                            ("put_block_self_s", "put_block to self"),
                            ("local_kernel_s", "local copy kernel"),
                            ("memcpy_dtod_s", "cuMemcpyDtoD"),

@@ -47,7 +47,7 @@ def _chunked(transfer, unit, then_quiet=False):
 
 
 put_blocks = _chunked(shmem.put_block, BLOCK)
-put_blocks_nbi = _chunked(shmem.put_block_nbi, BLOCK, then_quiet=True)
+put_blocks_nbi = _chunked(shmem.put_nbi_block, BLOCK, then_quiet=True)
 put_warps = _chunked(shmem.put_warp, WARP)
 put_threads = _chunked(shmem.put, THREAD)
 get_blocks = _chunked(shmem.get_block, BLOCK)

@@ -97,11 +97,11 @@ TABLE = {
 for _scope, _scope_doc in _SCOPES.items():
     for _nbi in ("", "_nbi"):
         _blocking = _NBI if _nbi else _BLOCKING
-        TABLE[f"put{_scope}{_nbi}"] = ("dest source pe",
+        TABLE[f"put{_nbi}{_scope}"] = ("dest source pe",
                                        f"{_scope_doc} {_PUT.format(blocking=_blocking)}")
-        TABLE[f"get{_scope}{_nbi}"] = ("dest source pe", f"{_scope_doc} " + _GET.format(
+        TABLE[f"get{_nbi}{_scope}"] = ("dest source pe", f"{_scope_doc} " + _GET.format(
             blocking=_NBI if _nbi else "Returns with the data in ``dest``."))
-        TABLE[f"put_signal{_scope}{_nbi}"] = (
+        TABLE[f"put_signal{_nbi}{_scope}"] = (
             "dest source sig value sig_op pe",
             f"{_scope_doc} {_PUT_SIGNAL.format(blocking=_blocking)}")
 

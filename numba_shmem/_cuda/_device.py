@@ -703,7 +703,7 @@ for _scope in ("", "_warp", "_block"):
     for _nbi in ("", "_nbi"):
         for _kind, _put, _signal in (("put", True, False), ("get", False, False),
                                      ("put_signal", True, True)):
-            _name = f"{_kind}{_scope}{_nbi}"
+            _name = f"{_kind}{_nbi}{_scope}"
             _register(_name, _inline(_transfer_factory(_name, _scope, _put, _signal)))
 
 for _name in ("p", "g", "iput", "iget", "signal_op"):

@@ -262,7 +262,7 @@ def signal_fetch(sig):
 
 
 def _make_rma(scope, nbi):
-    put_name, get_name, signal_name = (f"{kind}{scope}{nbi}" for kind in ("put", "get",
+    put_name, get_name, signal_name = (f"{kind}{nbi}{scope}" for kind in ("put", "get",
                                                                            "put_signal"))
 
     def put(dest, source, pe):

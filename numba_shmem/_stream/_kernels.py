@@ -19,7 +19,7 @@ from .._heap._symmetric import LINE_WORDS
 BROADCAST, FCOLLECT, ALLTOALL = range(3)
 #: the collectives ``spread`` does, by name
 SPREAD = {"broadcast": BROADCAST, "fcollect": FCOLLECT, "alltoall": ALLTOALL}
-_put = api.FUNCTIONS["put_block_nbi"]
+_put = api.FUNCTIONS["put_nbi_block"]
 _fence = api.FUNCTIONS["fence"]
 _quiet = api.FUNCTIONS["quiet"]
 _signal_op = api.FUNCTIONS["signal_op"]

@@ -47,7 +47,7 @@ def rma_cooperative(dest_warp, dest_block, dest_nbi, source, got_block):
     if cuda.threadIdx.x < 32:
         shmem.put_warp(dest_warp, source, right)
     shmem.put_block(dest_block, source, right)
-    shmem.put_block_nbi(dest_nbi, source, right)
+    shmem.put_nbi_block(dest_nbi, source, right)
     shmem.quiet()
     shmem.get_block(got_block, source, left)
 

@@ -10,7 +10,7 @@ at once by ``free(x)`` and ``y = zeros(...)`` (which takes ``x``'s offset):
 - ``host put``: ``put(x[...], source[...], 1, stream=s)`` from device memory
   in PIECES slices, still on the stream (on the GPU copies on the copy engine;
   toward another node, requests still in the proxy);
-- ``kernel put_nbi``: a kernel's ``put_block_nbi`` of PIECES slices with no
+- ``kernel put_nbi``: a kernel's ``put_nbi_block`` of PIECES slices with no
   ``quiet`` after them;
 - ``host signal``: ``signal_op(x, r, SIGNAL_ADD, 1, stream=s)``, on the stream.
 
@@ -32,7 +32,7 @@ PIECES = 64
 def put_nbi(x, source, pe):
     m = x.size // PIECES
     for i in range(PIECES):
-        shmem.put_block_nbi(x[i * m:(i + 1) * m], source[i * m:(i + 1) * m], pe)
+        shmem.put_nbi_block(x[i * m:(i + 1) * m], source[i * m:(i + 1) * m], pe)
 
 
 def main():

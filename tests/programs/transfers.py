@@ -31,15 +31,15 @@ def warp_scope(dest, source, sig, size, peer, kind):
     if kind == PUT:
         shmem.put_warp(d, s, peer)
     elif kind == PUT_NBI:
-        shmem.put_warp_nbi(d, s, peer)
+        shmem.put_nbi_warp(d, s, peer)
     elif kind == GET:
         shmem.get_warp(d, s, peer)
     elif kind == GET_NBI:
-        shmem.get_warp_nbi(d, s, peer)
+        shmem.get_nbi_warp(d, s, peer)
     elif kind == PUT_SIGNAL:
         shmem.put_signal_warp(d, s, sig[warp:warp + 1], 1, shmem.SIGNAL_ADD, peer)
     else:
-        shmem.put_signal_warp_nbi(d, s, sig[warp:warp + 1], 1, shmem.SIGNAL_ADD, peer)
+        shmem.put_signal_nbi_warp(d, s, sig[warp:warp + 1], 1, shmem.SIGNAL_ADD, peer)
     shmem.quiet()
 
 
@@ -51,15 +51,15 @@ def block_scope(dest, source, sig, size, peer, kind):
     if kind == PUT:
         shmem.put_block(d, s, peer)
     elif kind == PUT_NBI:
-        shmem.put_block_nbi(d, s, peer)
+        shmem.put_nbi_block(d, s, peer)
     elif kind == GET:
         shmem.get_block(d, s, peer)
     elif kind == GET_NBI:
-        shmem.get_block_nbi(d, s, peer)
+        shmem.get_nbi_block(d, s, peer)
     elif kind == PUT_SIGNAL:
         shmem.put_signal_block(d, s, sig[:1], 1, shmem.SIGNAL_ADD, peer)
     else:
-        shmem.put_signal_block_nbi(d, s, sig[:1], 1, shmem.SIGNAL_ADD, peer)
+        shmem.put_signal_nbi_block(d, s, sig[:1], 1, shmem.SIGNAL_ADD, peer)
     shmem.quiet()
 
 
