@@ -9,6 +9,7 @@ import numpy as np
 import numba_shmem as shmem
 from numba_shmem import _device_api as api
 
+BEFORE_INIT = {"init", "get_unique_id"}  # called before init() by design
 ARRAYS = {"dest", "source", "sig", "ivar", "ivars", "arr", "status", "indices", "values"}
 
 
@@ -24,7 +25,7 @@ def placeholders(name, fn):
 def main():
     for name in sorted(shmem.__all__):
         fn = getattr(shmem, name)
-        if name == "init" or not callable(fn) or isinstance(fn, type):
+        if name in BEFORE_INIT or not callable(fn) or isinstance(fn, type):
             continue
         try:
             fn(*placeholders(name, fn))
