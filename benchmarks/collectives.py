@@ -1,6 +1,7 @@
 """Benchmark: barrier_all latency for 1, 2 and 4 PEs against a bare PTX ping-pong,
-host fcollect/alltoall/sum_reduce against a local copy of the same bytes, and the
-fused AllGather + GEMM against fcollect then the same GEMM, measured in the same runs.
+host fcollect/alltoall/sum_reduce against a local copy of the same bytes, the
+collectives inside a kernel at block, warp and thread scope (against NVSHMEM's
+with --nvshmem), and the fused AllGather + GEMM against fcollect then the same GEMM, measured in the same runs.
 
     python benchmarks/collectives.py [--pes 1 2 4] [--max-bytes 67108864] [--json out.json]
                                      [--nvshmem coll2.json coll4.json]
@@ -69,21 +70,23 @@ def main():
                     ("fcollect_host_s", 18), ("alltoall_host_s", 9), ("sum_reduce_host_s", 11))))
         kinds = ("fcollect", "alltoall", "broadcast", "sum_reduce")
         theirs = nvshmem.get(npes, {})
-        print(f"  block collectives inside a kernel (one block of 256 threads per PE, team "
-              f"world, float64), us per call over {r['block_rounds']} calls"
-              + ("; [NVSHMEM's, benchmarks/nvshmem/coll_block.cu] and ours / NVSHMEM's"
-                 if theirs else ""))
-        print(f"  {'bytes':>10}" + "".join(f" {k:>23}" for k in kinds))
-        for row in r["block_collectives"]:
-            other = theirs.get(row["bytes"], {})
-            cells = []
-            for k in kinds:
-                ours = row[k + "_us"]
-                cell = f"{ours:.2f}"
-                if k + "_us" in other:
-                    cell += f" [{other[k + '_us']:.2f}] {ours / other[k + '_us']:.2f}x"
-                cells.append(f" {cell:>23}")
-            print(f"  {row['bytes']:>10}" + "".join(cells))
+        for scope, threads in (("_block", "one block of 256 threads"), ("_warp", "one warp"),
+                               ("", "one thread")):
+            print(f"  {kinds[0]}{scope} and the others inside a kernel ({threads} per PE, team "
+                  f"world, float64), us per call over {r['block_rounds']} calls"
+                  + ("; [NVSHMEM's, benchmarks/nvshmem/coll_block.cu] and ours / NVSHMEM's"
+                     if theirs else ""))
+            print(f"  {'bytes':>10}" + "".join(f" {k + scope:>25}" for k in kinds))
+            for row in r["block_collectives"]:
+                other = theirs.get(row["bytes"], {})
+                cells = []
+                for k in kinds:
+                    key = f"{k}{scope}_us"
+                    cell = f"{row[key]:.2f}"
+                    if key in other:
+                        cell += f" [{other[key]:.2f}] {row[key] / other[key]:.2f}x"
+                    cells.append(f" {cell:>25}")
+                print(f"  {row['bytes']:>10}" + "".join(cells))
         shape = "x".join(map(str, r["gemm_shape"]))
         fused, registers = r["fused_s"], r["registers"]
         print(f"  AllGather + GEMM ({shape}), GPU time per call, {r['gemm_reps']} calls queued "

@@ -39,30 +39,45 @@ def barriers(stamps, rounds):
         stamps[1] = _now()
 
 
-#: the block collectives timed inside one kernel, and the float64 elements each
-#: PE contributes (8 B, 4 KiB, 64 KiB); benchmarks/nvshmem/coll_block.cu does
-#: the same with NVSHMEM's
+#: the collectives timed inside one kernel, at each scope (the threads that
+#: call: a block of 256, a warp, one thread), and the float64 elements each PE
+#: contributes (8 B, 4 KiB, 64 KiB); benchmarks/nvshmem/coll_block.cu does the
+#: same with NVSHMEM's
 BLOCK_COLLECTIVES = ("fcollect", "alltoall", "broadcast", "sum_reduce")
+SCOPES = {"_block": 256, "_warp": 32, "": 1}
 BLOCK_ELEMENTS = (1, 512, 8192)
 BLOCK_ROUNDS = 1000
 
 
-@cuda.jit
-def block_collectives(kind, dest, source, nelems, rounds, stamps):
-    # one block per PE; the rounds after WARMUP are timed
-    for r in range(rounds):
-        if r == WARMUP and cuda.threadIdx.x == 0:
-            stamps[0] = _now()
-        if kind == 0:
-            shmem.fcollect_block(shmem.TEAM_WORLD, dest, source, nelems)
-        elif kind == 1:
-            shmem.alltoall_block(shmem.TEAM_WORLD, dest, source, nelems)
-        elif kind == 2:
-            shmem.broadcast_block(shmem.TEAM_WORLD, dest, source, nelems, 0)
-        else:
-            shmem.sum_reduce_block(shmem.TEAM_WORLD, dest, source, nelems)
-    if cuda.threadIdx.x == 0:
-        stamps[1] = _now()
+def _timed(collective):
+    @cuda.jit
+    def kernel(dest, source, nelems, rounds, stamps):
+        # one block per PE; the rounds after WARMUP are timed
+        for r in range(rounds):
+            if r == WARMUP and cuda.threadIdx.x == 0:
+                stamps[0] = _now()
+            collective(dest, source, nelems)
+        if cuda.threadIdx.x == 0:
+            stamps[1] = _now()
+    return kernel
+
+
+def _collective(kind, scope):
+    function = getattr(shmem, kind + scope)
+    if kind == "broadcast":
+        @cuda.jit(device=True)
+        def collective(dest, source, nelems):
+            function(shmem.TEAM_WORLD, dest, source, nelems, 0)
+    else:
+        @cuda.jit(device=True)
+        def collective(dest, source, nelems):
+            function(shmem.TEAM_WORLD, dest, source, nelems)
+    return collective
+
+
+#: (kind, scope) -> its timing kernel
+SCOPED_KERNELS = {(kind, scope): _timed(_collective(kind, scope))
+                  for kind in BLOCK_COLLECTIVES for scope in SCOPES}
 
 
 @cuda.jit
@@ -131,20 +146,20 @@ def main():
         size *= 4
     results["collectives"] = rows
     results["collective_reps"] = COLLECTIVE_REPS
-    # block collectives inside a kernel: us per call, the kernel's own clock
+    # collectives inside a kernel at each scope: us per call, the kernel's own clock
     results["block_collectives"] = []
     for nelems in BLOCK_ELEMENTS:
         source = shmem.zeros(nelems * npes, np.float64)
         dest = shmem.zeros(nelems * npes, np.float64)
         row = {"bytes": nelems * 8}
-        for kind, name in enumerate(BLOCK_COLLECTIVES):
+        for (kind, scope), kernel in SCOPED_KERNELS.items():
             for _ in range(2):  # the first run compiles
                 shmem.barrier_all()
-                shmem.collective_launch(block_collectives, 1, 256, kind, dest, source, nelems,
+                shmem.collective_launch(kernel, 1, SCOPES[scope], dest, source, nelems,
                                         BLOCK_ROUNDS, stamps)
                 cuda.synchronize()
             t0, t1 = stamps.copy_to_host()
-            row[f"{name}_us"] = (t1 - t0) / 1e3 / (BLOCK_ROUNDS - WARMUP)
+            row[f"{kind}{scope}_us"] = (t1 - t0) / 1e3 / (BLOCK_ROUNDS - WARMUP)
         results["block_collectives"].append(row)
         shmem.barrier_all()
         for arr in (dest, source):

@@ -35,7 +35,8 @@ from ._teams import (  # noqa: E402
 
 globals().update(_DEVICE_FUNCTIONS)
 globals().update(_HOST_COLLECTIVES)
-_device_api.bind(host=_HOST_FORMS)
+_device_api.bind(host=_HOST_FORMS,
+                 both={name: globals()[name] for name in _device_api.HOST_AND_DEVICE})
 
 if not _select.numba_is_simulator():
     from ._cuda import _intrinsics  # noqa: E402,F401  (registers the device side)

@@ -112,40 +112,58 @@ for _scope in ("_warp", "_block"):
     TABLE[f"sync_all{_scope}"] = ("", f"{_SCOPES[_scope]} Collective over all PEs: wait until "
                                       "every PE has arrived; orders memory, completes nothing. "
                                       "Launch with collective_launch.")
+    TABLE[f"barrier{_scope}"] = ("team", f"{_SCOPES[_scope]} Collective over ``team``: "
+                                         "``barrier_all`` for its members.")
+    TABLE[f"sync{_scope}"] = ("team", f"{_SCOPES[_scope]} Collective over ``team``: "
+                                      "``sync_all`` for its members.")
 
 #: reduction name -> the expression combining ``a`` and ``b`` (also used as Python)
 REDUCE_OPS = {"sum": "a + b", "prod": "a * b", "min": "min(a, b)", "max": "max(a, b)",
               "and": "a & b", "or": "a | b", "xor": "a ^ b"}
 INT_ONLY_OPS = {"and", "or", "xor"}
 
-_COLLECTIVE = ("Block scope: every thread of one block on each member calls it with the same "
-               "arguments. Collective over ``team``. ")
-COLLECTIVES = {
-    "broadcast_block": ("team dest source nelems root",
-                        "Copy ``source[:nelems]`` of the team's PE ``root`` into ``dest`` on "
-                        "every member."),
-    "fcollect_block": ("team dest source nelems",
-                       "Concatenate every member's ``source[:nelems]`` into ``dest`` on every "
-                       "member, in team order."),
-    "alltoall_block": ("team dest source nelems",
-                       "Send block ``j`` (``nelems`` elements) of ``source`` to member ``j``, "
-                       "where it lands as block ``i`` of ``dest`` for sender ``i``."),
+#: the collectives over a team: kind -> (parameters, what it does); each is a
+#: host-and-device name (thread scope in a kernel, ``_stream/_collectives`` on
+#: the host) and has ``_warp`` and ``_block`` forms
+COLLECTIVE_KINDS = {
+    "broadcast": ("team dest source nelems root",
+                  "Copy ``source[:nelems]`` of the team's PE ``root`` into ``dest`` on every "
+                  "member."),
+    "fcollect": ("team dest source nelems",
+                 "Concatenate every member's ``source[:nelems]`` into ``dest`` on every member, "
+                 "in team order."),
+    "alltoall": ("team dest source nelems",
+                 "Send block ``j`` (``nelems`` elements) of ``source`` to member ``j``, where it "
+                 "lands as block ``i`` of ``dest`` for sender ``i``."),
 }
 for _op in REDUCE_OPS:
-    COLLECTIVES[f"{_op}_reduce_block"] = (
+    COLLECTIVE_KINDS[f"{_op}_reduce"] = (
         "team dest source nelems",
         f"``dest[:nelems]`` on every member = the {_op} over members of ``source[:nelems]``, "
         "combined in team order.")
-    COLLECTIVES[f"{_op}_reducescatter_block"] = (
+    COLLECTIVE_KINDS[f"{_op}_reducescatter"] = (
         "team dest source nelems",
         f"``dest[:nelems]`` on member ``i`` = the {_op} over members of block ``i`` (``nelems`` "
         "elements) of ``source``.")
 
+#: the device-only forms: ``<kind>_warp`` and ``<kind>_block`` -> (parameters, what it does)
+COLLECTIVES = {f"{kind}{scope}": entry for kind, entry in COLLECTIVE_KINDS.items()
+               for scope in ("_warp", "_block")}
+
+
+def collective_kind(name):
+    """The kind of the collective ``name`` (``sum_reduce`` for ``sum_reduce``,
+    ``sum_reduce_warp`` and ``sum_reduce_block``), or None."""
+    for scope in ("_warp", "_block"):
+        if name.endswith(scope) and name[:-len(scope)] in COLLECTIVE_KINDS:
+            return name[:-len(scope)]
+    return name if name in COLLECTIVE_KINDS else None
+
 
 def collective_order(name):
-    """What holds around the data of the collective ``name`` (a block form):
+    """What holds around the data of the collective ``name`` (any form):
     which members' arrays it reads and writes, and what synchronizes them."""
-    if name.endswith(("_reduce_block", "_reducescatter_block")):
+    if collective_kind(name).endswith(("_reduce", "_reducescatter")):
         return ("Starts with ``sync(team)`` (every member's ``source`` is ready), then reads "
                 "every member's ``source`` and writes only this member's ``dest``.")
     return ("Stores into the members' ``dest`` at once, with no synchronization first: as "
@@ -154,9 +172,20 @@ def collective_order(name):
             "collective into it).")
 
 
+def collective_doc(name):
+    """The docstring of the device form ``name`` of a collective (the thread
+    form's is its host function's, ``_stream/_collectives``)."""
+    scope = name[len(collective_kind(name)):]
+    threads = {"_warp": "warp", "_block": "block", "": "thread"}[scope]
+    who = "one thread" if not scope else f"every thread of one {threads}"
+    return (f"{threads.capitalize()} scope: {who} on each member calls it with the same "
+            f"arguments. Collective over ``team``. {COLLECTIVE_KINDS[collective_kind(name)][1]} "
+            f"{collective_order(name)} Ends with ``barrier(team)``: complete on every member "
+            "when it returns.")
+
+
 for _name, (_params, _doc) in COLLECTIVES.items():
-    TABLE[_name] = (_params, f"{_COLLECTIVE}{_doc} {collective_order(_name)} Ends with "
-                             "``barrier(team)``: complete on every member when it returns.")
+    TABLE[_name] = (_params, collective_doc(_name))
 
 #: atomic name -> (parameters, what it does); types: int32, uint32, int64, uint64,
 #: and float32/float64 for fetch, set, swap, add and fetch_add
@@ -203,33 +232,58 @@ HOST_FORMS = {"put": "Host: in the order of ``stream``, complete when the stream
               "quiet": _ON_STREAM + " The stream goes on once this PE's operations before "
                                     "it are complete."}
 
-#: the Python implementations behind the names: the simulator's device functions
-#: and the host forms, bound by the package (``bind``) so that this table
-#: imports neither
-_BOUND = {"simulator": None, "host": {}}
+#: names that are one Python function on the host and in kernels (thread scope
+#: there), defined by the host layers -> the parameters of the device form
+HOST_AND_DEVICE = {"barrier_all": "", "sync_all": "", "barrier": "team", "sync": "team",
+                   "team_my_pe": "team", "team_n_pes": "team",
+                   "team_translate_pe": "src_team src_pe dest_team",
+                   **{kind: params for kind, (params, _doc) in COLLECTIVE_KINDS.items()}}
+
+#: the Python implementations behind the names: the simulator's device functions,
+#: the host forms, and the host-and-device functions, bound by the package
+#: (``bind``) so that this table imports none of them
+_BOUND = {"simulator": None, "host": {}, "both": {}}
 
 
-def bind(host=None, simulator=None):
+def bind(host=None, simulator=None, both=None):
     """Give the names their host forms (name -> function, every name of
-    HOST_FORMS) and, on the simulator, its device functions (a module)."""
+    HOST_FORMS), on the simulator its device functions (a module), and the
+    host-and-device functions (name -> function, every name of HOST_AND_DEVICE)."""
     if host is not None:
         assert set(host) == set(HOST_FORMS), sorted(set(host) ^ set(HOST_FORMS))
         _BOUND["host"] = dict(host)
     if simulator is not None:
         _BOUND["simulator"] = simulator
+    if both is not None:
+        assert set(both) == set(HOST_AND_DEVICE), sorted(set(both) ^ set(HOST_AND_DEVICE))
+        _BOUND["both"] = dict(both)
+
+
+def host_and_device(name):
+    """The function of the host-and-device name ``name`` (``bind``)."""
+    return _BOUND["both"][name]
+
+
+def simulated(name):
+    """The simulator's device function ``name`` when called in a kernel on
+    the simulator (its block threads run kernels), else None."""
+    import threading
+
+    simulator = _BOUND["simulator"]
+    if simulator is not None and hasattr(threading.current_thread(), "blockIdx"):
+        return getattr(simulator, name)
+    return None
 
 
 def _implementation(name):
     """The Python implementation of ``name`` for this call: the simulator's device
     function inside a simulated kernel, the host form on the host where one exists."""
-    import threading
-
     from . import _runtime
 
-    runtime = _runtime.require(name)
-    # on the simulator, kernels run on its block threads; anything else is the host
-    if runtime.backend == "sim" and hasattr(threading.current_thread(), "blockIdx"):
-        return getattr(_BOUND["simulator"], name)
+    _runtime.require(name)
+    device = simulated(name)
+    if device is not None:
+        return device
     host = _BOUND["host"].get(name)
     if host is not None:
         return host

@@ -57,6 +57,22 @@ def test_a_reduction_in_lines_stores_and_polls_at_system_scope(collectives_ptx, 
     assert "ld.global.nc.u64" not in ptx
 
 
+@pytest.mark.parametrize("name", ["sum_reduce", "barrier"])
+def test_each_scope_synchronizes_its_own_threads_only(collectives_ptx, name):
+    """The block form synchronizes the block (bar.sync), the warp form only
+    its warp (bar.warp.sync, with the mask of the lanes there are), the thread
+    form nothing beside the team's own synchronization."""
+    def section(scope):
+        return collectives_ptx.split(f"=== {name}{scope}\n")[1].split("=== ")[0]
+    block, warp, thread = section("_block"), section("_warp"), section("")
+    assert re.search(r"\bbar\.sync\b|barrier\.sync", block) and "bar.warp.sync" not in block
+    assert "bar.warp.sync" in warp and not re.search(r"\bbar\.sync\b|barrier\.sync\b", warp)
+    assert "bar.warp.sync" not in thread and not re.search(r"\bbar\.sync\b", thread)
+    # the leader's team synchronization is the same in every form: acquire polls
+    for ptx in (block, warp, thread):
+        assert "ld.acquire.sys" in ptx
+
+
 def test_the_block_collectives_read_the_teams_state_where_the_heap_keeps_it():
     """The put-based block collectives compute the offset of the teams' state
     words, and the device barriers that of the departure words, in device code

@@ -48,10 +48,15 @@ def test_documented_signatures_are_the_real_ones():
         assert fn.__doc__.startswith(doc) and doc.startswith(("Thread scope", "Warp scope",
                                                               "Block scope"))
     assert list(inspect.signature(shmem.put).parameters) == ["dest", "source", "pe", "stream"]
-    for name in _device_api.COLLECTIVES:
-        host = getattr(shmem, name[:-len("_block")])
-        assert str(inspect.signature(host)) == "(team, dest, source, nelems{}, *, stream=0)".format(
-            ", root" if name == "broadcast_block" else ""), name
+    for kind in _device_api.COLLECTIVE_KINDS:  # host functions, and thread forms in kernels
+        both = getattr(shmem, kind)
+        assert str(inspect.signature(both)) == "(team, dest, source, nelems{}, *, stream=0)".format(
+            ", root" if kind == "broadcast" else ""), kind
+        assert "In a kernel: Thread scope: one thread on each member calls it" in both.__doc__
+    for name, params in _device_api.HOST_AND_DEVICE.items():
+        positional = [p.name for p in inspect.signature(getattr(shmem, name)).parameters.values()
+                      if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
+        assert positional == params.split(), name
 
 
 def test_the_simulators_device_functions_take_the_documented_parameters():

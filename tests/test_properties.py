@@ -236,7 +236,7 @@ def collective_calls(draw, npes):
     length = max(1, size * nelems)
     sources = [draw(st.lists(st.integers(0, 9), min_size=length, max_size=length))
                for _ in range(size)]
-    form = draw(st.sampled_from(["host", "block"]))
+    form = draw(st.sampled_from(["host", "block", "warp", "thread"]))
     # reductions may run in place (dest is source), in their host form
     in_place = form == "host" and "reduce" in name and draw(st.booleans())
     return {"name": name, "form": form, "in_place": in_place, "dtype": dtype,

@@ -647,21 +647,13 @@ def _lower_direct_atomic(name, op, fetching):
 # -- registration ----------------------------------------------------------------------
 
 #: names that work on the host and in kernels, defined outside the device table
-_HOST_AND_DEVICE = {"barrier_all": "", "sync_all": "", "barrier": "team", "sync": "team",
-                    "team_my_pe": "team", "team_n_pes": "team",
-                    "team_translate_pe": "src_team src_pe dest_team"}
-
-
 def _register(name, lower):
     from numba.cuda.typing.templates import CallableTemplate, infer, infer_global
-
-    from .. import _barriers, _teams
 
     if name in F:
         fn, params = F[name], api.TABLE[name][0]
     else:
-        fn = getattr(_barriers, name, None) or getattr(_teams, name)
-        params = _HOST_AND_DEVICE[name]
+        fn, params = api.host_and_device(name), api.HOST_AND_DEVICE[name]
     typer = typer_for(name, params)
     # literal arguments first, so that a constant cmp/sig_op can be checked
     template = type(f"{name}_CallableTemplate", (CallableTemplate,),
@@ -777,7 +769,7 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
     from .._runtime import n_pes
 
     setup, _start, _stride, sync, leader = _SCOPE[scope]
-    team = "team" if name in ("barrier", "sync") else "0"
+    team = "0" if name.startswith(("barrier_all", "sync_all")) else "team"
     post = _post("RING_SIGNAL_MAX", "member", "base + 8 * me - _heap_base()", "epoch")
     body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team).replace(
         "DEPARTED", _departures_offset("n")).replace(
@@ -841,11 +833,12 @@ for _scope in ("", "_warp", "_block"):
     for _kind, _complete in (("barrier_all", True), ("sync_all", False)):
         _register(f"{_kind}{_scope}", _inline(_barrier_factory(f"{_kind}{_scope}", _scope,
                                                                 _complete)))
-for _kind, _complete in (("barrier", True), ("sync", False)):
-    _register(_kind, _inline(_barrier_factory(_kind, "", _complete)))
+    for _kind, _complete in (("barrier", True), ("sync", False)):
+        _register(f"{_kind}{_scope}", _inline(_barrier_factory(f"{_kind}{_scope}", _scope,
+                                                                _complete)))
 
 
-# -- collectives (block scope) -------------------------------------------------------
+# -- collectives (thread, warp and block scope) ----------------------------------------
 
 def _state_offset(npes):
     """Source: the heap offset of the teams' state words
@@ -866,14 +859,16 @@ def _departures_offset(npes):
 
 
 def _make_collective(name, debug):
-    """The block-scope implementation of a collective from the table."""
+    """The implementation of a collective from the table, at the scope its name
+    says (a kind alone: thread scope)."""
     from .._arrays import peer_array
-    from .._barriers import barrier, sync
     from .._runtime import n_pes
 
-    kind = name[:-len("_block")]
-    head = (f"    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
-            f"    start = {_BLOCK_RANK}\n    stride = {_BLOCK_SIZE}\n")
+    barrier, sync = api.host_and_device("barrier"), api.host_and_device("sync")
+    kind = api.collective_kind(name)
+    setup, first, step, scope_sync, _leader = _SCOPE[name[len(kind):]]
+    head = (f"{setup}    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
+            f"    start = {first}\n    stride = {step}\n")
     def far_put(shift, local_shift):
         """Source: toward member ``pe`` on another node, this thread's chunks."""
         return _indent(f"_proxy_check(pe, {name!r})\n" + _far_copy(
@@ -916,7 +911,7 @@ def _make_collective(name, debug):
                  "        if _load8(settle) != 0:\n"
                  "            sync(team)\n"
                  "            _store8(settle, 0)\n"
-                 "    cuda.syncthreads()\n")
+                 + scope_sync)
     if kind in ("broadcast", "fcollect"):
         params = "team, dest, source, nelems" + (", root" if kind == "broadcast" else "")
         shift = "" if kind == "broadcast" else " + me * nelems * dest.itemsize"
@@ -966,11 +961,11 @@ def _make_collective(name, debug):
 
         block = "me" if what == "reducescatter" else "0"
         combine = api.REDUCE_OPS[op]
-        body = ("    cuda.syncthreads()\n"
-                "    if start == 0:\n"
+        body = (scope_sync
+                + "    if start == 0:\n"
                 "        sync(team)\n"  # every member's source is ready
-                "    cuda.syncthreads()\n"
-                f"    offset = {block} * nelems\n"
+                + scope_sync
+                + f"    offset = {block} * nelems\n"
                 "    for i in range(start, nelems, stride):\n"
                 "        pe = _team_entry(team, 2)\n"
                 + _indent(element("a"), 2) +
@@ -979,10 +974,10 @@ def _make_collective(name, debug):
                 + _indent(element("b"), 3) +
                 f"            a = {combine}\n"
                 "        dest[i] = a\n")
-    tail = ("    cuda.syncthreads()\n"
-            "    if start == 0:\n"
+    tail = (scope_sync
+            + "    if start == 0:\n"
             "        barrier(team)\n"  # complete on every member; sources may be reused
-            "    cuda.syncthreads()\n")
+            + scope_sync)
     return _compile_source(f"def impl({params}):\n{head}{body}{tail}", {
         **_far_namespace(), **_spin_namespace(debug, 0), "_n_pes": n_pes,
         "_heap_base": _heap_base, "_load8": _load8, "_store8": _store8,
@@ -997,7 +992,7 @@ def _collective_factory(name):
     return make
 
 
-for _name in api.COLLECTIVES:
+for _name in [*api.COLLECTIVES, *api.COLLECTIVE_KINDS]:  # (a kind: the thread form)
     _register(_name, _inline(_collective_factory(_name)))
 
 

@@ -78,7 +78,8 @@ def _check(name, names, args):
     """The return type of ``name`` for ``args``, or a TypingError saying what is wrong."""
     bound = dict(zip(names, args))
     # transfers copy bytes from the first element on: their arrays must be contiguous
-    transfer = name.startswith(("put", "get", "iput", "iget")) or name in api.COLLECTIVES
+    transfer = name.startswith(("put", "get", "iput", "iget")) or \
+        api.collective_kind(name) is not None
     for key in ("dest", "source", "sig", "ivar", "ivars", "status", "indices", "values"):
         if key in bound:
             _require_array(name, bound[key], key,
@@ -89,7 +90,7 @@ def _check(name, names, args):
             _require_int(name, bound[key], key)
     for key in ("dest", "source", "ivar", "ivars", "values"):
         if key in bound and name not in api.ATOMICS and not name.startswith(("put", "get")) \
-                and name not in api.COLLECTIVES:
+                and api.collective_kind(name) is None:
             dtype = bound[key].dtype
             if not isinstance(dtype, (types.Integer, types.Float)) or \
                     isinstance(dtype, types.Boolean):
@@ -100,7 +101,7 @@ def _check(name, names, args):
     if "dest" in bound and "source" in bound and bound["dest"].dtype != bound["source"].dtype:
         _fail(name, f"dest and source must have the same dtype, got {bound['dest'].dtype} "
                     f"and {bound['source'].dtype}")
-    if name in api.COLLECTIVES and name.split("_")[0] in api.INT_ONLY_OPS and \
+    if api.collective_kind(name) and name.split("_")[0] in api.INT_ONLY_OPS and \
             isinstance(bound["source"].dtype, types.Float):
         _fail(name, f"{name.split('_')[0]} needs an integer dtype, got {bound['source'].dtype}")
     if name in api.ATOMICS:

@@ -296,9 +296,20 @@ def _make_barrier(name, scope):
     return barrier
 
 
+def _make_team_barrier(name, scope):
+    def barrier(team):
+        def wait():
+            _team_barrier(_members(team, name), name, complete=name.startswith("barrier"))
+        _cooperative(scope, wait)
+    barrier.__name__ = barrier.__qualname__ = name
+    return barrier
+
+
 for _scope in ("_warp", "_block"):
     globals()[f"barrier_all{_scope}"] = _make_barrier("barrier_all", _scope)
     globals()[f"sync_all{_scope}"] = _make_barrier("sync_all", _scope)
+    globals()[f"barrier{_scope}"] = _make_team_barrier(f"barrier{_scope}", _scope)
+    globals()[f"sync{_scope}"] = _make_team_barrier(f"sync{_scope}", _scope)
 
 
 # -- collectives -------------------------------------------------------------------
@@ -307,9 +318,9 @@ def _members(team, name):
     return list(require(name).teams.get(team, f"shmem.{name}"))
 
 
-def _team_barrier(members, name):
+def _team_barrier(members, name, complete=True):
     runtime = require(name)
-    if runtime.proxy is not None:
+    if complete and runtime.proxy is not None:
         runtime.proxy.quiet(f"shmem.{name}")
     runtime.bootstrap.barrier(f"shmem.{name}", members)
 
@@ -330,7 +341,8 @@ def _settle(team, members, name):
 
 
 def _make_collective(name):
-    kind = name[:-len("_block")]
+    kind = api.collective_kind(name)
+    scope = name[len(kind):]
 
     def run(team, dest, source, nelems, root):
         members = _members(team, name)
@@ -352,8 +364,8 @@ def _make_collective(name):
                                       f"{src.dtype}")
             if np.shares_memory(src, host_array(dest)):
                 # a member's writes would race with the others' reads of its source
-                raise ShmemUsageError(f"shmem.{name}: dest and source overlap; the block forms "
-                                      "need separate arrays")
+                raise ShmemUsageError(f"shmem.{name}: dest and source overlap; the device "
+                                      "forms need separate arrays")
             _contiguous(host_array(dest), name, "dest")  # (every member's has its layout)
             if kind in ("broadcast", "fcollect", "alltoall"):
                 _settle(team, members, name)
@@ -379,7 +391,7 @@ def _make_collective(name):
                 _contiguous(host_array(dest), name, "dest")[:nelems] = result
             _team_barrier(members, name)  # complete everywhere; sources may be reused
 
-        _cooperative("_block", action)
+        _cooperative(scope, action)
 
     # the table's signature (keywords by its names; a stray argument is a
     # TypeError naming the collective), as the GPU's typing folds them
@@ -396,7 +408,7 @@ def _make_collective(name):
 _REDUCE = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
            "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 
-for _name in api.COLLECTIVES:
+for _name in [*api.COLLECTIVES, *api.COLLECTIVE_KINDS]:  # (a kind: the thread form)
     globals()[_name] = _make_collective(_name)
 
 

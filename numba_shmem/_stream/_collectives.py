@@ -253,6 +253,9 @@ def _make(block_name):
     name = plan.name
 
     def run(team, dest, source, nelems, root, stream):
+        in_kernel = api.simulated(name)
+        if in_kernel is not None:  # the thread form, in a kernel on the simulator
+            return in_kernel(team, dest, source, nelems, *root)
         runtime, tier = tier_of(name)
         handle = stream_of(runtime, stream, name)
         members = runtime.teams.get(team, plan.qualified)
@@ -286,8 +289,10 @@ def _make(block_name):
                   "free), while another member may still be writing its own ``dest``.")
     collective.__doc__ = (f"Host. Collective over ``team``: what ``{block_name}`` does, "
                           "enqueued on ``stream`` (one block, or a grid of many blocks, moves "
-                          f"the data). {api.COLLECTIVES[block_name][1]} {order}")
+                          f"the data). {api.COLLECTIVE_KINDS[name][1]} {order} In a kernel: "
+                          f"{api.collective_doc(name)}")
     return collective
 
 
-HOST_COLLECTIVES = {name[:-len("_block")]: _make(name) for name in api.COLLECTIVES}
+#: kind -> its host function, which is also its thread form in kernels
+HOST_COLLECTIVES = {kind: _make(f"{kind}_block") for kind in api.COLLECTIVE_KINDS}

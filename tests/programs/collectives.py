@@ -2,9 +2,9 @@
 
     collectives.py [device | host | host_errors]
 
-``device`` calls the block-scope functions from a kernel; ``host`` calls their
-host forms on a stream; ``host_errors`` gives the host forms bad arguments,
-then checks that the job still works.
+``device`` calls the block, warp and thread forms from kernels; ``host`` calls
+the host forms on a stream; ``host_errors`` gives the host forms bad
+arguments, then checks that the job still works.
 """
 
 import sys
@@ -26,14 +26,15 @@ def source_of(rank, size, dtype, n=N):
 
 
 def expected(name, rank, size, dtype, n=N):
+    kind = shmem._device_api.collective_kind(name)
     sources = [source_of(r, size, dtype, n) for r in range(size)]
-    if name == "broadcast_block":
+    if kind == "broadcast":
         return sources[1 % size][:n]
-    if name == "fcollect_block":
+    if kind == "fcollect":
         return np.concatenate([s[:n] for s in sources])
-    if name == "alltoall_block":
+    if kind == "alltoall":
         return np.concatenate([s[rank * n:(rank + 1) * n] for s in sources])
-    op, what = name[:-len("_block")].split("_")
+    op, what = kind.split("_")
     block = rank if what == "reducescatter" else 0
     parts = [s[block * n:(block + 1) * n] for s in sources]
     with np.errstate(over="ignore"):
@@ -48,20 +49,29 @@ _KERNELS = {}
 
 
 def block_kernel(name):
-    """A user's kernel that calls the block form ``name`` (``root`` is passed on
-    only where the collective takes one)."""
+    """A user's kernel that calls the collective ``name`` (a block or warp
+    form, or a kind alone: its thread form, which thread 0 calls); ``root`` is
+    passed on only where the collective takes one."""
     if name not in _KERNELS:
         fn = getattr(shmem, name)
-        if name == "broadcast_block":
+        scoped = name.endswith(("_warp", "_block"))
+        if shmem._device_api.collective_kind(name) == "broadcast":
             @cuda.jit
             def kernel(team, dest, source, nelems, root):
-                fn(team, dest, source, nelems, root)
+                if scoped or cuda.threadIdx.x == 0:
+                    fn(team, dest, source, nelems, root)
         else:
             @cuda.jit
             def kernel(team, dest, source, nelems, root):
-                fn(team, dest, source, nelems)
+                if scoped or cuda.threadIdx.x == 0:
+                    fn(team, dest, source, nelems)
         _KERNELS[name] = kernel
     return _KERNELS[name]
+
+
+#: threads of the block that calls each form: a whole block, a warp (20
+#: threads: the block's last warp is partial), one thread of 32
+THREADS = {"_block": 64, "_warp": 20, "": 32}
 
 
 def run(team, name, dtype, n=N):
@@ -76,7 +86,8 @@ def run(team, name, dtype, n=N):
         getattr(shmem, name[:-len("_block")])(team, dest, source, n, *root, stream=stream)
         stream.synchronize()
     else:
-        block_kernel(name)[1, 64](team, dest, source, n, 1 % size)
+        threads = THREADS[name[len(shmem._device_api.collective_kind(name)):]]
+        block_kernel(name)[1, threads](team, dest, source, n, 1 % size)
         cuda.synchronize()
     want = expected(name, rank, size, dtype, n)
     got = dest.copy_to_host()
@@ -141,7 +152,7 @@ def host_errors():
         try:
             block_kernel("sum_reduce_block")[1, 64](world, source, source, N, 0)
         except shmem.ShmemUsageError as exc:
-            assert "dest and source overlap; the block forms need separate arrays" in str(exc)
+            assert "dest and source overlap; the device forms need separate arrays" in str(exc)
         else:
             raise AssertionError("no error for an in-place block reduction")
         shmem.barrier_all()
@@ -163,7 +174,15 @@ def main():
         sys.stdout.write(f"PE {me}: collectives ok\n")
         return
     evens = shmem.team_split_strided(shmem.TEAM_WORLD, 0, 2, (n + 1) // 2)
-    names = sorted(shmem._device_api.COLLECTIVES)
+    api = shmem._device_api
+    # every kind on both teams in one form (block on the host: the host forms),
+    # the other two forms on some kinds
+    forms = ("_block",) if HOST else ("_block", "_warp", "")
+    names = [f"{kind}{forms[i % len(forms)]}"
+             for i, kind in enumerate(sorted(api.COLLECTIVE_KINDS))]
+    if not HOST:
+        names += ["broadcast_warp", "broadcast", "sum_reduce", "sum_reduce_warp",
+                  "alltoall", "fcollect_warp", "max_reducescatter", "and_reducescatter_warp"]
     for dtype in (np.int64, np.float64):
         for name in names:
             if dtype == np.float64 and name.split("_")[0] in shmem._device_api.INT_ONLY_OPS:
@@ -195,13 +214,14 @@ def main():
         # the other forms of the block collectives that send one source to
         # every member, with 64 threads: a 16-byte vector per thread, vectors
         # looped over, pieces narrower than 8 bytes
-        for name in ("broadcast_block", "fcollect_block"):
+        for name in ("broadcast_block", "fcollect_block", "broadcast_warp", "fcollect"):
             for dtype, n in ((np.int64, 100), (np.int64, 300), (np.int32, 37)):
                 run(shmem.TEAM_WORLD, name, dtype, n)
         # alltoall's: a thread to each vector of every part (16 a part, up to 4
         # members), and parts that take the member-by-member copy
-        for dtype, n in ((np.int64, 32), (np.int64, 100)):
-            run(shmem.TEAM_WORLD, "alltoall_block", dtype, n)
+        for name in ("alltoall_block", "alltoall_warp"):
+            for dtype, n in ((np.int64, 32), (np.int64, 100)):
+                run(shmem.TEAM_WORLD, name, dtype, n)
     shmem.finalize()
     sys.stdout.write(f"PE {me}: collectives ok\n")
 

@@ -223,10 +223,10 @@ def allocations(steps):
 
 def collective(name, form, dtype, nelems, team, root, chunk, sources, in_place):
     """Split ``team`` (start, stride, size) off the world, run collective ``name``
-    on it (``form``: "block" in a kernel, "host" on a stream, with ``chunk``
-    bytes per block; ``in_place``: dest is source), return this member's whole
-    dest (None on non-members)."""
-    from collectives import block_kernel  # tests/programs/collectives.py
+    on it (``form``: "block", "warp" or "thread" in a kernel, "host" on a
+    stream, with ``chunk`` bytes per block; ``in_place``: dest is source),
+    return this member's whole dest (None on non-members)."""
+    from collectives import THREADS, block_kernel  # tests/programs/collectives.py
 
     dt = DTYPES[dtype]
     handle = shmem.team_split_strided(shmem.TEAM_WORLD, *team)
@@ -246,7 +246,8 @@ def collective(name, form, dtype, nelems, team, root, chunk, sources, in_place):
             getattr(shmem, name)(handle, dest, source, nelems, *extra, stream=stream)
             stream.synchronize()
         else:
-            block_kernel(f"{name}_block")[1, 64](handle, dest, source, nelems, root)
+            scope = {"block": "_block", "warp": "_warp", "thread": ""}[form]
+            block_kernel(f"{name}{scope}")[1, THREADS[scope]](handle, dest, source, nelems, root)
             cuda.synchronize()
         result = dest.copy_to_host().tolist()
     shmem.barrier_all()

@@ -31,6 +31,23 @@ def team_rounds(flag, errors, team, rounds):
             shmem.sync(team)
 
 
+@cuda.jit
+def team_rounds_scoped(flag, errors, team, rounds):
+    # the same with barrier_block (every thread) and sync_warp (the first warp)
+    me = shmem.team_my_pe(team)
+    size = shmem.team_n_pes(team)
+    right = shmem.team_translate_pe(team, (me + 1) % size, shmem.TEAM_WORLD)
+    for r in range(1, rounds + 1):
+        if cuda.threadIdx.x == 0:
+            shmem.p(flag, r, right)
+        shmem.barrier_block(team)
+        if cuda.threadIdx.x == 0 and flag[0] != r:
+            errors[0] += 1
+        if cuda.threadIdx.x < 32:
+            shmem.sync_warp(team)
+        cuda.syncthreads()
+
+
 def expect(message_start, fn, *args):
     try:
         fn(*args)
@@ -80,6 +97,9 @@ def main():
     shmem.collective_launch(team_rounds, 1, 32, flag, errors, mine, rounds)
     cuda.synchronize()
     assert errors.copy_to_host()[0] == 0, "a team barrier let a PE through early"
+    shmem.collective_launch(team_rounds_scoped, 1, 64, flag, errors, mine, rounds)
+    cuda.synchronize()
+    assert errors.copy_to_host()[0] == 0, "a block-scope team barrier let a PE through early"
     if me % 2 == 0:  # the evens' barrier count on the handle now exceeds the odds'
         team_rounds[1, 32](flag, errors, mine, 3)
         cuda.synchronize()
