@@ -7,7 +7,9 @@ from . import _select
 
 _select.prepare_numba()
 
-from ._arrays import array, free, peer_array, zeros  # noqa: E402
+from ._arrays import (  # noqa: E402
+    array, cupy_array, free, peer_array, peer_cupy_array, peer_tensor, tensor, zeros,
+)
 from ._config import Config  # noqa: E402
 from . import _device_api  # noqa: E402
 from ._device_api import (  # noqa: E402
@@ -74,6 +76,7 @@ __all__ = [
     "barrier_all_on_stream",
     "collective_launch",
     "config",
+    "cupy_array",
     "finalize",
     "free",
     "get_unique_id",
@@ -81,6 +84,8 @@ __all__ = [
     "my_pe",
     "n_pes",
     "peer_array",
+    "peer_cupy_array",
+    "peer_tensor",
     "sync",
     "sync_all",
     "team_destroy",
@@ -89,6 +94,7 @@ __all__ = [
     "team_split_2d",
     "team_split_strided",
     "team_translate_pe",
+    "tensor",
     "zeros",
     *sorted(_DEVICE_FUNCTIONS),
     *sorted(_HOST_COLLECTIVES),

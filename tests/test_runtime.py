@@ -61,6 +61,36 @@ def test_zero_copy_into_frameworks(mode):
     assert result.stdout.count("zero-copy ok") == 2
 
 
+@pytest.mark.parametrize("library", ["torch", "cupy"])
+def test_tensors_and_cupy_arrays_on_the_heap(library):
+    """shmem.tensor (every torch dtype, bfloat16 and float8 included) and
+    shmem.cupy_array: peer views of the same dtype, shape and strides read and
+    write the neighbour's copy, a kernel moves a bfloat16 tensor's bytes, free
+    releases them, and an array of the library that is not on the heap is
+    refused as dest."""
+    pytest.importorskip(library)
+    if library == "cupy" and BACKEND != "cuda":
+        pytest.skip("CuPy needs a GPU")
+    result = shmem_run(2, "tensors.py", library, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    oks = {"torch": ["torch dtypes ok", "torch peer writes ok"]
+           + (["torch bfloat16 through a kernel ok"] if BACKEND == "cuda" else []),
+           "cupy": ["cupy ok"]}[library]
+    assert sorted(line for line in lines if not line.startswith("EXPECTED")) == sorted(
+        f"PE {pe}: {ok}" for pe in range(2) for ok in oks), lines
+    refused = [line for line in lines if line.startswith("EXPECTED")]
+    heap = "not on the symmetric heap; allocate it with shmem.array() or shmem.zeros() " \
+           "(shmem.tensor() or shmem.cupy_array() for PyTorch and CuPy)"
+    if library == "torch":
+        assert len(refused) == 10, lines
+        assert sum(heap in line for line in refused) == 6, refused
+        assert sum("shmem.tensor: dtype must be a torch.dtype" in line for line in refused) == 2
+        assert sum("shape (2, -1) has a negative dimension" in line for line in refused) == 2
+    else:
+        assert len(refused) == 4 and all(heap in line for line in refused), lines
+
+
 @pytest.mark.skipif(BACKEND != "sim", reason="the simulator exports host memory; on the GPU "
                                              "the framework tests cover DLPack")
 def test_dlpack_on_the_simulator_is_zero_copy_and_released():

@@ -162,6 +162,8 @@ class CudaHeap:
         return SymmetricArray(shape, strides, dtype, gpu_data=pointer)
 
     def address(self, arr):
+        if callable(getattr(type(arr), "data_ptr", None)):  # a torch tensor, of any dtype
+            return int(arr.data_ptr())
         interface = getattr(arr, "__cuda_array_interface__", None)
         if interface is None:
             raise ShmemUsageError(

@@ -176,11 +176,17 @@ class SymmetricHeap:
         offset = self._allocated_offset(arr)
         if offset is not None:
             return offset
-        offset = self.backend.address(arr) - self.backend.base
+        return self.offset_at(self.backend.address(arr), what)
+
+    def offset_at(self, address, what):
+        """The heap offset of this process's ``address`` (of an array's first
+        element), or a usage error."""
+        offset = address - self.backend.base
         if not 0 <= offset < self.backend.capacity:
             raise ShmemUsageError(
                 f"{what}: the array is not on the symmetric heap; allocate it with "
-                "shmem.array() or shmem.zeros()")
+                "shmem.array() or shmem.zeros() (shmem.tensor() or shmem.cupy_array() for "
+                "PyTorch and CuPy)")
         if offset < self.reserved:  # the runtime's own area: only the library has views of it
             return offset
         if not self.allocator.owner(offset):

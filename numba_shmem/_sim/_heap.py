@@ -147,6 +147,8 @@ class SimHeap:
                                          strides=strides), self.lifetime)
 
     def address(self, arr):
+        if callable(getattr(type(arr), "data_ptr", None)):  # a torch tensor (on the CPU)
+            return int(arr.data_ptr())
         return int(host_array(arr).ctypes.data)
 
     def fill_zero(self, offset, nbytes):
