@@ -26,7 +26,8 @@ from ._errors import (  # noqa: E402
 )
 from ._barriers import barrier, barrier_all, sync, sync_all  # noqa: E402
 from ._launch import collective_launch  # noqa: E402
-from ._runtime import config, finalize, get_unique_id, init, my_pe, n_pes  # noqa: E402
+from ._current import my_pe, n_pes  # noqa: E402
+from ._runtime import config, finalize, get_unique_id, init  # noqa: E402
 from ._stream import HOST_FORMS as _HOST_FORMS  # noqa: E402
 from ._stream._collectives import HOST_COLLECTIVES as _HOST_COLLECTIVES  # noqa: E402
 from ._stream._rma import barrier_all_on_stream  # noqa: E402

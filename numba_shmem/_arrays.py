@@ -8,9 +8,10 @@ import weakref
 
 import numpy as np
 
+from ._current import require
 from ._errors import ShmemUsageError
 from ._heap._allocator import DEFAULT_ALIGN
-from ._runtime import require
+from ._teams import checked_pe
 
 
 def array(shape, dtype=np.float64, *, align=DEFAULT_ALIGN):
@@ -42,24 +43,6 @@ def peer_array(arr, pe):
     direct loads and stores (PEs on the same node only)."""
     require("peer_array")  # before init(), the runtime error comes first
     return peer_view(arr, pe, "shmem.peer_array")
-
-
-def checked_pe(runtime, pe, what, direct=True):
-    """``pe`` as an int, once it is a PE of the job (and, with ``direct``, one
-    this PE can address directly); else a usage error that names ``what``."""
-    try:
-        pe = operator.index(pe)
-    except TypeError:
-        raise ShmemUsageError(f"{what}: pe must be an int, got {pe!r}") from None
-    size = runtime.bootstrap.size
-    if not 0 <= pe < size:
-        raise ShmemUsageError(f"{what}: pe={pe} is out of range for {size} PEs (0..{size - 1})")
-    bases = runtime.heap.backend.bases
-    if direct and pe not in bases:
-        raise ShmemUsageError(
-            f"{what}: PE {pe} is on another node; only PEs on this node "
-            f"({list(bases)}) can be addressed directly")
-    return pe
 
 
 def peer_view(arr, pe, what):
@@ -121,9 +104,7 @@ def _torch_bytes(torch, runtime, raw):
     """A torch uint8 tensor over the bytes of the heap array ``raw`` (a CUDA
     tensor on the GPU, a CPU tensor over the shared memory on the simulator)."""
     if runtime.backend == "sim":
-        from ._sim._heap import host_array
-
-        return torch.from_numpy(host_array(raw))
+        return torch.from_numpy(runtime.heap.backend.host(raw))
     from numba import cuda
 
     return torch.as_tensor(raw, device=f"cuda:{cuda.get_current_device().id}")

@@ -5,7 +5,17 @@ On the host they wait for the other PEs through the bootstrap; ``barrier(team,
 stream=s)`` instead enqueues the barrier on a CUDA stream and returns at once.
 """
 
-from ._runtime import require
+from ._current import require
+
+#: the stream tier's ``barrier_on_stream(team, stream, name)``, which it gives
+#: when imported (``_stream._rma``): the stream tier's kernels call the barriers
+#: below, so this module does not import it
+_on_stream = []
+
+
+def enqueue_with(barrier_on_stream):
+    """Take the stream tier's function for ``barrier(team, stream=s)``."""
+    _on_stream[:] = [barrier_on_stream]
 
 
 def barrier_all():
@@ -31,9 +41,7 @@ def barrier(team, *, stream=None):
     it (on ``s``, and by kernels that ran before it) and waits for every member;
     the call returns at once."""
     if stream is not None:
-        from ._stream import _rma
-
-        return _rma.barrier_on_stream(team, stream, "barrier")
+        return _on_stream[0](team, stream, "barrier")
     runtime = require("barrier")
     members = runtime.teams.get(team, "shmem.barrier")
     runtime.synchronize("shmem.barrier")

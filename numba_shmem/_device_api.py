@@ -278,9 +278,9 @@ def simulated(name):
 def _implementation(name):
     """The Python implementation of ``name`` for this call: the simulator's device
     function inside a simulated kernel, the host form on the host where one exists."""
-    from . import _runtime
+    from . import _current
 
-    _runtime.require(name)
+    _current.require(name)
     device = simulated(name)
     if device is not None:
         return device

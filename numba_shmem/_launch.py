@@ -3,8 +3,8 @@
 import json
 import math
 
+from ._current import require
 from ._errors import ShmemUsageError
-from ._runtime import require
 from ._stream._handles import as_stream
 
 

@@ -9,37 +9,15 @@ import numpy as np
 
 from . import _bootstrap, _config, _exits
 from ._bootstrap import _wire
+from ._current import current, finalized, install, remove, require
 from ._errors import ShmemUsageError
 from ._heap._symmetric import SymmetricHeap
 from ._resources import UndoStack
 from ._select import cuda_driver_present, numba_is_simulator
 
-_current = None
-_finalized = False
 #: at exit, how long this PE gives its GPU work to finish before it releases the
 #: heap anyway (a kernel may wait for a PE that will never come)
 EXIT_GPU_WAIT_S = 10.0
-
-
-def current():
-    """The running ``Runtime``, or None before ``init()``."""
-    return _current
-
-
-def require(what):
-    runtime = _current
-    if runtime is not None:
-        if runtime.backend == "cuda" and not getattr(runtime.threads, "in_context", False):
-            runtime.enter_context()
-        return runtime
-    if _finalized:
-        raise ShmemUsageError(
-            f"shmem.{what}() was called after shmem.finalize(); numba-shmem cannot be "
-            "used (or initialized again) once finalized: finalize at the end of the "
-            "program")
-    raise ShmemUsageError(
-        f"shmem.{what}() needs the runtime: call shmem.init() first, and "
-        "launch several PEs with shmem-run -n N script.py")
 
 
 def _resolve_backend(config):
@@ -92,7 +70,7 @@ class Runtime:
                 backend = SimHeap(self.bootstrap, config)
                 self._undo.push(backend.close)
             self.heap = SymmetricHeap(backend, self.bootstrap, self.synchronize)
-            self.proxy = _transport.start(self)
+            self.proxy = start_proxy(self)
             if self.proxy is not None:
                 self._undo.push(self.proxy.close)
             self.bootstrap.barrier("shmem.init")
@@ -237,6 +215,50 @@ class Runtime:
                   "end at the wait time-out", file=sys.stderr, flush=True)
 
 
+def start_proxy(runtime):
+    """The proxy of a job that spans nodes, else None."""
+    from ._transport import far_pes
+
+    if not far_pes(runtime.bootstrap):
+        return None
+    if runtime.backend != "cuda":
+        return sim_proxy(runtime)
+    # on the GPU, for now, the proxy whose request path is Python (_proxy.py)
+    from ._cuda._proxied import device_ring
+    from ._cuda._target import GpuTarget
+    from ._transport._proxy import PIECE, Proxy
+
+    device = device_ring(runtime)
+    target = GpuTarget(runtime.heap.backend, PIECE)
+    try:
+        return Proxy(runtime.bootstrap, target, runtime.config.wait_timeout,
+                     runtime.config.debug, device, runtime.stop_device_waits, busy_poll=0.01)
+    except BaseException:
+        target.close()
+        raise
+
+
+def sim_proxy(runtime, device=None):
+    """The proxy of a PE on the simulator: the compiled request path
+    (``_compiled``), applying requests to the simulator's heap; ``device``: a
+    ring in the GPU ring's layout that threads post into (a test's)."""
+    from ._transport._compiled import CompiledProxy
+
+    # numba's simulator polls its kernel threads in a loop that holds the
+    # interpreter lock: a kernel thread waiting for an answer would get it once
+    # per switch interval (5 ms by default)
+    sys.setswitchinterval(min(sys.getswitchinterval(), 1e-4))
+    backend = runtime.heap.backend
+    lockfd = backend.lock_descriptor()
+    try:
+        return CompiledProxy(runtime.bootstrap, backend.own_heap(), backend.extent_word,
+                             lockfd, runtime.config.wait_timeout, runtime.config.debug,
+                             device=device)
+    except BaseException:
+        os.close(lockfd)
+        raise
+
+
 def init(*, comm=None, uid=None, rank=None, nranks=None):
     """Collective. Start this PE: read the configuration, find the other PEs,
     bind the GPU and create the symmetric heap.
@@ -245,14 +267,14 @@ def init(*, comm=None, uid=None, rank=None, nranks=None):
     mpirun/srun, torchrun), or: ``comm``, an mpi4py communicator (its ranks are
     the PEs); ``uid``, the id ``get_unique_id()`` returned on rank 0, with this
     PE's ``rank`` and the number of PEs ``nranks``."""
-    global _current
-    if _current is not None:
+    if current() is not None:
         raise ShmemUsageError("shmem.init() was already called; call it once per process")
-    if _finalized:
+    if finalized():
         raise ShmemUsageError(
             "shmem.init() after shmem.finalize() is not supported; initialize once per process")
-    _current = Runtime(_config.from_env(), _join(comm, uid, rank, nranks))
-    if _current.bootstrap.name == "MPI":
+    runtime = Runtime(_config.from_env(), _join(comm, uid, rank, nranks))
+    install(runtime)
+    if runtime.bootstrap.name == "MPI":
         _exits.watch()  # the code of an exit without finalize() ends the MPI job
     global _previous_excepthook
     if sys.excepthook is not _note_uncaught:
@@ -296,9 +318,7 @@ def finalize():
 
 
 def _teardown(why, gpu_wait=None):
-    global _current, _finalized
-    runtime, _current = _current, None
-    _finalized = True
+    runtime = remove()
     if runtime is not None:
         try:
             runtime.close(why, gpu_wait)
@@ -321,9 +341,9 @@ _previous_excepthook = None
 def _finalize_at_exit():
     """A PE that exits without finalize(): leave at once, so that PEs waiting for
     it fail now, and never wait long for a kernel that may wait for them."""
-    if _current is not None:
+    runtime = current()
+    if runtime is not None:
         why = f"{_wire.EXITED} (uncaught {_uncaught[-1]})" if _uncaught else _wire.EXITED
-        runtime = _current
         code = 1 if _uncaught else (_exits.code() or 0) & 0xFF  # (as the OS takes it)
         try:
             _teardown(why, gpu_wait=EXIT_GPU_WAIT_S)
@@ -353,16 +373,6 @@ def _end_mpi_job(runtime, code):
           f"exits with {how}: aborting the MPI job (code {code})", file=sys.stderr, flush=True)
     sys.stdout.flush()
     MPI.COMM_WORLD.Abort(code)
-
-
-def my_pe():
-    """This PE's number, 0 to ``n_pes() - 1``. Host and device."""
-    return require("my_pe").bootstrap.rank
-
-
-def n_pes():
-    """The number of PEs in the job. Host and device."""
-    return require("n_pes").bootstrap.size
 
 
 def config():

@@ -9,18 +9,35 @@ barrier slots on the heap.
 """
 
 import json
+import operator
 
 import numpy as np
 
+from ._current import require
 from ._errors import ShmemUsageError
-from ._heap._symmetric import LINE_TEAMS, line_slots, sync_row, team_words
-from ._runtime import require
+from ._heap._symmetric import LINE_TEAMS, MAX_TEAMS, line_slots, sync_row, team_words
 
 TEAM_WORLD = 0
 TEAM_SHARED = 1
 TEAM_INVALID = -1
-#: the most teams a PE can belong to at once (each has barrier slots on the heap)
-MAX_TEAMS = 64
+
+
+def checked_pe(runtime, pe, what, direct=True):
+    """``pe`` as an int, once it is a PE of the job (and, with ``direct``, one
+    this PE can address directly); else a usage error that names ``what``."""
+    try:
+        pe = operator.index(pe)
+    except TypeError:
+        raise ShmemUsageError(f"{what}: pe must be an int, got {pe!r}") from None
+    size = runtime.bootstrap.size
+    if not 0 <= pe < size:
+        raise ShmemUsageError(f"{what}: pe={pe} is out of range for {size} PEs (0..{size - 1})")
+    bases = runtime.heap.backend.bases
+    if direct and pe not in bases:
+        raise ShmemUsageError(
+            f"{what}: PE {pe} is on another node; only PEs on this node "
+            f"({list(bases)}) can be addressed directly")
+    return pe
 
 
 def is_integer(value):

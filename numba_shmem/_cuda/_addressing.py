@@ -16,9 +16,9 @@ _i64 = ir.IntType(64)
 def debug_enabled():
     """Whether device code compiled now carries the debug checks: the running
     job's setting, or NUMBA_SHMEM_DEBUG for code compiled before init()."""
-    from .. import _config, _runtime
+    from .. import _config, _current
 
-    runtime = _runtime.current()
+    runtime = _current.current()
     return (runtime.config if runtime else _config.from_env()).debug
 
 

@@ -270,7 +270,7 @@ if polls > POLLS:
 
 def _spin_namespace(debug, timeout_ns):
     """What every spin-wait's source refers to."""
-    from .._runtime import my_pe
+    from .._current import my_pe
 
     return {"_now": _now, "_nanosleep": _nanosleep, "_trap": _trap, "_my_pe": my_pe,
             "_left": _left, "GONE_POLLS": _GONE_POLLS,
@@ -766,7 +766,7 @@ BACKOFF
 
 def _make_barrier(name, scope, complete, debug, timeout_ns):
     """barrier_all/sync_all (team 0) at a scope, or barrier(team)/sync(team)."""
-    from .._runtime import n_pes
+    from .._current import n_pes
 
     setup, _start, _stride, sync, leader = _SCOPE[scope]
     team = "0" if name.startswith(("barrier_all", "sync_all")) else "team"
@@ -807,9 +807,9 @@ def _barrier_factory(name, scope, complete):
 
 
 def _debug_timeout():
-    from .. import _runtime
+    from .. import _current
 
-    runtime = _runtime.current()
+    runtime = _current.current()
     timeout = runtime.config.wait_timeout if runtime else 0.0
     return debug_enabled() and timeout > 0, int(timeout * 1e9)
 
@@ -844,7 +844,7 @@ def _state_offset(npes):
     """Source: the heap offset of the teams' state words
     (``_heap/_symmetric.team_state``) in a job of ``npes`` (source) PEs."""
     from .._heap._allocator import DEFAULT_ALIGN
-    from .._teams import MAX_TEAMS
+    from .._heap._symmetric import MAX_TEAMS
 
     align = DEFAULT_ALIGN
     return f"(({MAX_TEAMS} * ({npes} + 1) * 8 + {align - 1}) // {align} * {align})"
@@ -853,7 +853,7 @@ def _state_offset(npes):
 def _departures_offset(npes):
     """Source: the heap offset of the departure words
     (``_heap/_symmetric.departures``: right after the teams' state words)."""
-    from .._teams import MAX_TEAMS
+    from .._heap._symmetric import MAX_TEAMS
 
     return f"({_state_offset(npes)} + {MAX_TEAMS * 16})"
 
@@ -862,7 +862,7 @@ def _make_collective(name, debug):
     """The implementation of a collective from the table, at the scope its name
     says (a kind alone: thread scope)."""
     from .._arrays import peer_array
-    from .._runtime import n_pes
+    from .._current import n_pes
 
     barrier, sync = api.host_and_device("barrier"), api.host_and_device("sync")
     kind = api.collective_kind(name)

@@ -11,7 +11,7 @@ from numba.cuda.core.imputils import impl_ret_borrowed
 from numba.cuda.extending import lower_builtin, type_callable
 
 from .._arrays import peer_array
-from .._runtime import my_pe, n_pes
+from .._current import my_pe, n_pes
 from . import _device  # noqa: F401  (registers the device API)
 from ._addressing import peer_address
 from ._state import load_field

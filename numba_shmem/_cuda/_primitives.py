@@ -434,7 +434,7 @@ def _team_entry(typingctx, team, k):
     index (-1: not a member), 2 + j the world number of member j. A handle
     outside the table (TEAM_INVALID among them) reads as -1, never past it."""
     def codegen(context, builder, sig, args):
-        from .._teams import MAX_TEAMS
+        from .._heap._symmetric import MAX_TEAMS
         from ._state import load_field, load_table_entry
 
         npes = builder.sext(load_field(context, builder, "n_pes"), _i64)

@@ -28,9 +28,9 @@ def compiled_in():
     """Whether device code compiled now carries the path to other nodes: the
     running job has a proxy, or (code compiled before init()) the environment
     emulates nodes (NUMBA_SHMEM_NODE_SIZE)."""
-    from .. import _config, _runtime
+    from .. import _config, _current
 
-    runtime = _runtime.current()
+    runtime = _current.current()
     if runtime is not None:
         return runtime.proxy is not None
     return bool(_config.from_env().node_size)

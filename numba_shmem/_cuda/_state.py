@@ -57,9 +57,9 @@ _PTX = f"""
 
 
 def _current_state():
-    from .. import _runtime
+    from .. import _current
 
-    runtime = _runtime.current()
+    runtime = _current.current()
     if runtime is None:
         raise ShmemUsageError(
             "a kernel that calls numba-shmem was loaded before shmem.init(); "

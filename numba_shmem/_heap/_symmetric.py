@@ -52,6 +52,10 @@ LINE_WORDS = LINE_BYTES // 4
 LINE_TEAMS = 16
 
 
+#: the most teams a PE can belong to at once (each has barrier slots on the heap)
+MAX_TEAMS = 64
+
+
 def _aligned(nbytes):
     return -(-nbytes // DEFAULT_ALIGN) * DEFAULT_ALIGN
 
@@ -61,8 +65,6 @@ def team_state(npes):
     two uint64 per team handle, the number of host reductions in lines made on
     it, and whether the last of them may still be writing on some member (a
     collective that puts into members' arrays syncs the team first)."""
-    from .._teams import MAX_TEAMS
-
     return _aligned(sync_row(MAX_TEAMS, npes)[0]), MAX_TEAMS * 16
 
 

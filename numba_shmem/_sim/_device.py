@@ -18,8 +18,8 @@ import numpy as np
 
 from .. import _device_api as api
 from .._arrays import peer_view
+from .._current import require
 from .._errors import ShmemTimeoutError, ShmemUsageError
-from .._runtime import require
 from .._teams import is_integer
 from .._transport import proxy_for
 from .._transport._ring import _bits as _ring_bits, _value as _ring_value

@@ -146,6 +146,10 @@ class SimHeap:
         return SymmetricArray(np.ndarray(shape, dtype, buffer=buffer, offset=offset,
                                          strides=strides), self.lifetime)
 
+    def host(self, arr):
+        """The numpy array behind the heap array ``arr``."""
+        return host_array(arr)
+
     def address(self, arr):
         if callable(getattr(type(arr), "data_ptr", None)):  # a torch tensor (on the CPU)
             return int(arr.data_ptr())

@@ -13,7 +13,7 @@ CUDA graph. On the simulator the calls run at once, in call order.
 
 import numpy as np
 
-from .. import _device_api as api
+from .. import _barriers, _device_api as api
 from .._errors import ShmemUsageError
 from .._teams import TEAM_WORLD
 from ._tier import peer_base, stream_of, tier_of
@@ -288,3 +288,6 @@ def barrier_all_on_stream(stream=0):
     """Collective over all PEs. Host. Enqueue on ``stream`` a barrier that
     completes the puts issued before it and waits for every PE."""
     barrier_on_stream(TEAM_WORLD, stream, "barrier_all_on_stream")
+
+
+_barriers.enqueue_with(barrier_on_stream)

@@ -7,10 +7,10 @@ runtime; nothing in it outlives ``finalize()``.
 
 import numpy as np
 
-from .._arrays import checked_pe
+from .._current import require
 from .._errors import ShmemUsageError
 from .._heap._symmetric import LINE_BYTES, LINE_TEAMS, departures, line_slots, team_state
-from .._runtime import require
+from .._teams import checked_pe
 from .._transport import proxy_for
 from ._handles import as_stream, checked_handle, raw_handle
 from ._targets import Targets

@@ -20,12 +20,12 @@ import time
 
 import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
 import numpy as np
-from numba_shmem import _runtime, _transport
+from numba_shmem import _runtime
 from numba_shmem._sim._device import _offset
 from numba_shmem._sim._heap import host_array
 from numba_shmem._transport import _ring
 from numba_shmem._transport._proxy import Proxy
-from numba_shmem._transport._sim import SimTarget
+from numba_shmem._sim._target import SimTarget
 
 THREADS = 8
 PUTS = 200  # per thread, each to a region of its own
@@ -118,7 +118,7 @@ def main():
         proxy = Proxy(runtime.bootstrap, SimTarget(runtime.heap.backend, me),
                       runtime.config.wait_timeout, device=ring)
     else:
-        proxy = _transport.sim_proxy(runtime, device=ring)
+        proxy = _runtime.sim_proxy(runtime, device=ring)
     shmem.barrier_all()
 
     rng = np.random.default_rng(seed + me)

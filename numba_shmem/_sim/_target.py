@@ -6,8 +6,8 @@ simulator's heap (``tests/programs/ring_protocol.py``)."""
 
 import numpy as np
 
-from .._sim._device import apply_atomic, apply_signal
-from .._sim._heap import host_array
+from ._device import apply_atomic, apply_signal
+from ._heap import host_array
 
 
 class SimTarget:
@@ -47,3 +47,4 @@ class SimTarget:
     def signal(self, offset, op, value):
         with self._backend.locked(self._rank):
             apply_signal(self._view(offset, 1, np.uint64), op, value)
+
