@@ -223,7 +223,8 @@ def start_proxy(runtime):
         return None
     if runtime.backend != "cuda":
         return sim_proxy(runtime)
-    # on the GPU, for now, the proxy whose request path is Python (_proxy.py)
+    if runtime.config.gpu_proxy == "compiled":
+        return _compiled_gpu_proxy(runtime)
     from ._cuda._proxied import device_ring
     from ._cuda._target import GpuTarget
     from ._transport._proxy import PIECE, Proxy
@@ -236,6 +237,31 @@ def start_proxy(runtime):
     except BaseException:
         target.close()
         raise
+
+
+def _compiled_gpu_proxy(runtime):
+    """The compiled request path (``_transport/_compiled.py``) on the GPU: the
+    heap through ``_cuda._target.FunctionTarget``, kernels' requests through
+    the device ring."""
+    from ._cuda._proxied import device_ring
+    from ._cuda._target import FunctionTarget
+    from ._transport._compiled import CompiledProxy
+
+    heap = runtime.heap.backend
+    device = device_ring(runtime)
+    target = FunctionTarget(heap)
+    lockfd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)  # (atomics take no lock here)
+    try:
+        proxy = CompiledProxy(runtime.bootstrap, np.zeros(8, np.uint8), heap.extent_word, lockfd,
+                              runtime.config.wait_timeout, runtime.config.debug, device=device,
+                              stop_waiters=runtime.stop_device_waits, busy_poll=0.01,
+                              target=target.target, attach=target.attach)
+    except BaseException:
+        os.close(lockfd)
+        target.close()
+        raise
+    runtime._undo.push(target.close)  # (after the proxy, which close() stops first)
+    return proxy
 
 
 def sim_proxy(runtime, device=None):
@@ -251,9 +277,15 @@ def sim_proxy(runtime, device=None):
     backend = runtime.heap.backend
     lockfd = backend.lock_descriptor()
     try:
+        target = None
+        if os.environ.get("NUMBA_SHMEM_TEST_FUNCTION_TARGET") == "1":
+            # the path a GPU's heap takes, on this one (the tests' switch)
+            from ._sim._target import function_target
+
+            target = function_target(backend.own_heap(), lockfd)
         return CompiledProxy(runtime.bootstrap, backend.own_heap(), backend.extent_word,
                              lockfd, runtime.config.wait_timeout, runtime.config.debug,
-                             device=device)
+                             device=device, target=target)
     except BaseException:
         os.close(lockfd)
         raise

@@ -124,6 +124,34 @@ def test_a_target_refuses_requests_outside_its_heap_and_goes_on_serving():
     assert sum(bool(re.match(refused.format("iget", "get"), line)) for line in lines) == 1, lines
 
 
+@pytest.mark.skipif(BACKEND != "sim", reason="the simulator's heap in the GPU's way; on the GPU "
+                    "the other tests take it")
+@pytest.mark.parametrize("program,args,expected", [
+    ("device_api.py", ("rma", "signal", "atomics", "waits"), 4 * 4),
+    ("cross_path.py", (3,), 3),
+    ("proxy_trust.py", (), 3),
+])
+def test_the_compiled_proxy_reaches_a_heap_as_it_reaches_a_gpus(program, args, expected):
+    """The compiled proxy's path for a heap that is not in its memory (a
+    GPU's: copies in and out through functions, atomics and signals applied a
+    batch at a time, in order with the copies), on the simulator's heap: the
+    device API, program order across host and kernel calls, and refusals hold
+    as on the direct path of the loop."""
+    # (debug mode says which path the proxy takes; it would refuse proxy_trust's
+    # strided calls where they are made, before any target sees them)
+    debug = "0" if program == "proxy_trust.py" else "1"
+    npes, node_size = (4, 2) if program == "device_api.py" else (2, 1)
+    result = nodes_run(npes, node_size, program, *args, env={
+        "NUMBA_SHMEM_TEST_FUNCTION_TARGET": "1", "NUMBA_SHMEM_DEBUG": debug,
+        "NUMBA_SHMEM_WAIT_TIMEOUT": "60"})
+    if debug == "1":
+        assert "the heap reached through copies and a batch of atomics at a time" in \
+            result.stderr, result.stderr
+    lines = pe_lines(result)
+    assert len(lines) == expected and all("ok" in line or "refused" in line
+                                          or "still serves" in line for line in lines), lines
+
+
 @pytest.mark.skipif(BACKEND != "sim", reason="the simulator's message; the GPU's kernel stops "
                     "the same way as under shmem-run (test_departures.py)")
 def test_a_reduction_in_lines_under_mpi_stops_when_a_member_leaves():

@@ -65,30 +65,39 @@ def _kernel_name(dtype, op):
     return f"apply_{op}_{dtype}"
 
 
+def _ops(dtype):
+    """The ops the ring carries for ``dtype``."""
+    return _ring.FLOAT_OPS if np.dtype(dtype).kind == "f" else _ring.ATOMIC_OPS
+
+
+def _atomic_body(dtype, op):
+    """PTX of ``op`` on the ``dtype`` at %rd1, with the value's bits in %rd2 and
+    cond's in %rd3, leaving the old value's bits in %rd5."""
+    kind, width = np.dtype(dtype).kind, np.dtype(dtype).itemsize * 8
+    lines = []
+    if width == 32:  # operands from the low halves, the result widened
+        lines.append("    cvt.u32.u64 %r1, %rd2;\n    cvt.u32.u64 %r2, %rd3;\n")
+        res, val, cond, widen = "%r3", "%r1", "%r2", "    cvt.u64.u32 %rd5, %r3;\n"
+    else:
+        res, val, cond, widen = "%rd5", "%rd2", "%rd3", ""
+    if kind == "f" and op == "add":  # through float registers
+        freg = "%f" if width == 32 else "%fd"
+        lines.append(f"    mov.b{width} {freg}1, {val};\n"
+                     f"    atom.relaxed.sys.add.f{width} {freg}3, [%rd1], {freg}1;\n"
+                     f"    mov.b{width} {res}, {freg}3;\n")
+    else:
+        lines.append("    " + _OPS[op].format(W=width, A="u", res=res, val=val, cond=cond) + "\n")
+    if op != "set":
+        lines.append(widen)
+    return "".join(lines)
+
+
 def _atomic_kernels(dtype):
     """The kernels of every op on ``dtype``, each taking (address, the value's
     bits, cond's bits, where to store the old value's bits as a uint64)."""
-    kind, width = np.dtype(dtype).kind, np.dtype(dtype).itemsize * 8
-    ops = _ring.FLOAT_OPS if kind == "f" else _ring.ATOMIC_OPS
-    for op in ops:
-        lines = [_HEAD.format(name=_kernel_name(dtype, op))]
-        if width == 32:  # operands from the low halves, the result widened
-            lines.append("    cvt.u32.u64 %r1, %rd2;\n    cvt.u32.u64 %r2, %rd3;\n")
-            res, val, cond, widen = "%r3", "%r1", "%r2", "    cvt.u64.u32 %rd5, %r3;\n"
-        else:
-            res, val, cond, widen = "%rd5", "%rd2", "%rd3", ""
-        if kind == "f" and op == "add":  # through float registers
-            freg = "%f" if width == 32 else "%fd"
-            lines.append(f"    mov.b{width} {freg}1, {val};\n"
-                         f"    atom.relaxed.sys.add.f{width} {freg}3, [%rd1], {freg}1;\n"
-                         f"    mov.b{width} {res}, {freg}3;\n")
-        else:
-            lines.append("    " + _OPS[op].format(W=width, A="u", res=res, val=val, cond=cond)
-                         + "\n")
-        if op != "set":
-            lines.append(widen)
-        lines.append("    st.u64 [%rd4], %rd5;\n    ret;\n}\n")
-        yield "".join(lines)
+    for op in _ops(dtype):
+        yield (_HEAD.format(name=_kernel_name(dtype, op)) + _atomic_body(dtype, op)
+               + "    st.u64 [%rd4], %rd5;\n    ret;\n}\n")
 
 
 def _signal_name(op):
@@ -121,6 +130,18 @@ def _new_context():
     return context
 
 
+def _own_context(undo, load):
+    """A new context (destroyed by ``undo``) with ``load()`` run in it: what
+    it returns."""
+    context = _new_context()
+    undo.push(call, "cuCtxDestroy", context)
+    call("cuCtxPushCurrent", context)
+    try:
+        return context, load()
+    finally:
+        call("cuCtxPopCurrent")
+
+
 def _host_buffer(undo, nbytes):
     """Pinned host memory that every context maps: (numpy view, device address)."""
     flags = cu.CU_MEMHOSTALLOC_PORTABLE | cu.CU_MEMHOSTALLOC_DEVICEMAP
@@ -141,13 +162,7 @@ class GpuTarget:
         self._piece = piece
         self._undo = UndoStack()
         try:
-            self._context = _new_context()
-            self._undo.push(call, "cuCtxDestroy", self._context)
-            call("cuCtxPushCurrent", self._context)
-            try:
-                self._load()
-            finally:
-                call("cuCtxPopCurrent")
+            self._context, _ = _own_context(self._undo, self._load)
         except BaseException:
             self._undo.unwind()
             raise
@@ -241,3 +256,126 @@ class GpuTarget:
 
     def signal(self, offset, op, value):
         self._run(_signal_name(op), self._base + offset, int(value) & (2**64 - 1))
+
+
+# -- the compiled proxy's target: the heap through copies and batches of atomics ------
+
+def _batch_source():
+    """PTX of ``apply_batch(records, n)``: one thread applies ``n`` records of
+    ``_engine.PEND_WORDS`` words (address, code, value's bits, cond's bits, the
+    old value's bits: written) in order, each with the instruction of its
+    one-request kernel above."""
+    cases = [(_ring.code(_ring.ATOMIC, index, _ring.ATOMIC_OPS.index(op)),
+              _atomic_body(dtype, op))
+             for index, dtype in enumerate(_ring.DTYPES) for op in _ops(dtype)]
+    for op, text in _SIGNALS.items():
+        cases.append((_ring.code(_ring.SIGNAL, 0, op), f"    {text}\n"))
+    dispatch = "".join(f"    setp.eq.u64 %p1, %rd7, {key};\n    @%p1 bra $C{k};\n"
+                       for k, (key, _body) in enumerate(cases))
+    bodies = "".join(f"$C{k}:\n{body}    bra $STORE;\n" for k, (_key, body) in enumerate(cases))
+    return (".version 7.0\n.target sm_70\n.address_size 64\n\n"
+            ".visible .entry apply_batch(.param .u64 p0, .param .u64 p1)\n{\n"
+            "    .reg .pred %p<2>;\n    .reg .b64 %rd<16>;\n    .reg .b32 %r<4>;\n"
+            "    .reg .f32 %f<4>;\n    .reg .f64 %fd<4>;\n"
+            "    ld.param.u64 %rd10, [p0];\n    ld.param.u64 %rd11, [p1];\n"
+            "    mov.u64 %rd12, 0;\n"
+            "$LOOP:\n    setp.ge.u64 %p1, %rd12, %rd11;\n    @%p1 bra $END;\n"
+            "    mad.lo.u64 %rd13, %rd12, 40, %rd10;\n"
+            "    ld.volatile.u64 %rd1, [%rd13];\n    ld.volatile.u64 %rd6, [%rd13+8];\n"
+            "    ld.volatile.u64 %rd2, [%rd13+16];\n    ld.volatile.u64 %rd3, [%rd13+24];\n"
+            "    mov.u64 %rd5, 0;\n    and.b64 %rd7, %rd6, 16777215;\n"
+            + dispatch + "    bra $STORE;\n" + bodies +
+            "$STORE:\n    st.volatile.u64 [%rd13+32], %rd5;\n    add.u64 %rd12, %rd12, 1;\n"
+            "    bra $LOOP;\n$END:\n    ret;\n}\n").encode()
+
+
+class FunctionTarget:
+    """The compiled proxy's way to this PE's heap on the GPU
+    (``_transport._engine.Target``, ``target``): in a context of its own (see
+    above), on a stream of its own, data with the copy engine and atomics and
+    signals with one launch of ``apply_batch`` per batch, each complete (the
+    stream synchronized) before the function returns. ``attach()`` makes the
+    context current on the proxy's thread; ``close()`` releases it all."""
+
+    def __init__(self, heap):
+        from .._transport import _engine
+
+        self._undo = UndoStack()
+
+        def load():  # (the stream and the module go with the context)
+            stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+            function = call("cuModuleGetFunction", call("cuModuleLoadData", _batch_source()),
+                            b"apply_batch")
+            call("cuFuncLoad", function)
+            words = _engine.PEND_MAX * _engine.PEND_WORDS
+            return (stream, function, *_host_buffer(self._undo, 8 * words))
+
+        try:
+            self._context, (stream, function, pend, device_pend) = _own_context(self._undo,
+                                                                                 load)
+            # the kernel's two parameters, and the pointers to them cuLaunchKernel takes
+            self._args = (ctypes.c_uint64 * 2)(device_pend, 0)
+            self._params = (ctypes.c_void_p * 2)(ctypes.addressof(self._args),
+                                                 ctypes.addressof(self._args) + 8)
+            copy_in, copy_out, apply = _functions(
+                int(stream), int(function), ctypes.addressof(self._params),
+                ctypes.addressof(self._args) + 8)
+            self._keep = (copy_in, copy_out, apply)
+            self.target = _engine.Target(
+                _engine.COPY_IN(copy_in.address), _engine.COPY_OUT(copy_out.address),
+                _engine.APPLY(apply.address), heap.base,
+                pend.view(np.int64).reshape(_engine.PEND_MAX, _engine.PEND_WORDS))
+        except BaseException:
+            self._undo.unwind()
+            raise
+
+    def attach(self):
+        call("cuCtxSetCurrent", self._context)
+
+    def close(self):
+        self._undo.unwind()
+
+
+def _functions(stream, function, params, count_at):
+    """The Target's C functions (numba cfuncs) for ``stream`` and the
+    ``apply_batch`` kernel ``function``, launched with the parameter pointers
+    at ``params``; ``count_at`` is where its record count goes."""
+    from numba import cfunc, types
+    from numba.core.extending import intrinsic
+
+    cuda_lib = ctypes.CDLL("libcuda.so.1")
+    u64, u32, i32 = ctypes.c_uint64, ctypes.c_uint, ctypes.c_int
+    htod = ctypes.CFUNCTYPE(i32, u64, u64, u64, u64)(("cuMemcpyHtoDAsync_v2", cuda_lib))
+    dtoh = ctypes.CFUNCTYPE(i32, u64, u64, u64, u64)(("cuMemcpyDtoHAsync_v2", cuda_lib))
+    synchronize = ctypes.CFUNCTYPE(i32, u64)(("cuStreamSynchronize", cuda_lib))
+    launch = ctypes.CFUNCTYPE(i32, u64, u32, u32, u32, u32, u32, u32, u32, u64, u64, u64)(
+        ("cuLaunchKernel", cuda_lib))
+
+    @intrinsic
+    def store(typingctx, address, value):
+        """``*(int64 *)address = value``."""
+        def codegen(context, builder, signature, args):
+            pointer = builder.inttoptr(args[0], context.get_value_type(value).as_pointer())
+            builder.store(args[1], pointer)
+            return context.get_dummy_value()
+        return types.void(address, value), codegen
+
+    signature = types.int32(types.uint64, types.uint64, types.uint64)
+
+    @cfunc(signature)
+    def copy_in(dst, src, n):
+        rc = htod(dst, src, n, stream)
+        return rc if rc != 0 else synchronize(stream)
+
+    @cfunc(signature)
+    def copy_out(dst, src, n):
+        rc = dtoh(dst, src, n, stream)
+        return rc if rc != 0 else synchronize(stream)
+
+    @cfunc(types.int32(types.uint64, types.int64))
+    def apply(records, n):
+        store(np.uint64(count_at), n)
+        rc = launch(function, 1, 1, 1, 1, 1, 1, 0, stream, params, 0)
+        return rc if rc != 0 else synchronize(stream)
+
+    return copy_in, copy_out, apply

@@ -14,6 +14,7 @@ import json
 import os
 import time
 
+import numpy as np
 from numba import cuda
 from numba.cuda.cudadrv import devicearray
 from numba.cuda.cudadrv import driver as numba_driver
@@ -69,11 +70,20 @@ class CudaHeap:
         self.bases = {pe: int(region) + i * self.capacity for i, pe in enumerate(self._peers)}
         self.base = self.bases[bootstrap.rank]
         self.mapped = 0
-        #: bytes from the heap's start that requests from other nodes may reach:
-        #: ``mapped``, and during a growth step what this PE has mapped for it
-        #: (a peer may return from the step, and send, before this PE does)
-        self.extent = 0
+        #: bytes from the heap's start that requests from other nodes may reach
+        #: (``extent``), in an array the proxy's compiled loop reads
+        self.extent_word = np.zeros(1, np.int64)
         self.lifetime = Lifetime()
+
+    @property
+    def extent(self):
+        """``mapped``, and during a growth step what this PE has mapped for it
+        (a peer may return from the step, and send, before this PE does)."""
+        return int(self.extent_word[0])
+
+    @extent.setter
+    def extent(self, nbytes):
+        self.extent_word[0] = nbytes
 
     def ensure_mapped(self, nbytes):
         """Collective. Map physical memory so that offsets below ``nbytes`` are

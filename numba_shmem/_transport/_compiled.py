@@ -45,12 +45,16 @@ class CompiledProxy:
     ``lockfd``: a descriptor of the heap's lock file of this proxy's own (its
     ``flock`` then excludes this process's other users too), closed with it.
     ``device``: the ring the GPU's threads post into (``_ring.DeviceRing``),
-    or None. ``stop_waiters()``, if given, is called when the loop fails.
+    or None. ``target``: how the loop reaches ``heap`` where it is not in
+    this process's memory (``_engine.Target``: a GPU's), else None;
+    ``attach()``, if given, runs first on the loop's thread (a CUDA context
+    made current). ``stop_waiters()``, if given, is called when the loop fails.
     For ``busy_poll`` seconds after its last work the loop polls without
     sleeping; then it sleeps, up to ``max_sleep`` seconds at a time."""
 
     def __init__(self, bootstrap, heap, extent, lockfd, wait_timeout, debug=False,
-                 device=None, stop_waiters=None, busy_poll=0.0, max_sleep=100e-6):
+                 device=None, stop_waiters=None, busy_poll=0.0, max_sleep=100e-6,
+                 target=None, attach=None):
         from mpi4py import MPI
 
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
@@ -63,6 +67,9 @@ class CompiledProxy:
         self._wait_timeout = wait_timeout
         self._device = device
         self._stop_waiters = stop_waiters
+        self._target, self._attach = target, attach
+        # a GPU's heap answers a get from a slot's staging (one copy out of it)
+        self._get_piece = _CHUNK if target is not None else _engine.PIECE
         self._lock = threading.Lock()  # host posts, one at a time
         self._tickets = 0  # the host ring's tickets taken
         self._what = [None] * _SLOTS  # each slot's caller and target PE, for errors
@@ -85,7 +92,7 @@ class CompiledProxy:
             self._undo.push(os.close, self._wake_write)
             self._state = _engine.state(self._mpi, bootstrap.size, self._host, heap, extent,
                                         lockfd, self._wake_read,
-                                        None if device is None else device._memory)
+                                        None if device is None else device._memory, target)
             self._gpu_words = self._state.gw
             self._state.ctl[_engine.BUSY_NS] = int(busy_poll * 1e9)
             self._state.ctl[_engine.SLEEP_US] = max(1, int(max_sleep * 1e6))
@@ -98,12 +105,16 @@ class CompiledProxy:
             self._undo.unwind()
             raise
         if debug:
+            heap = "the heap reached through copies and a batch of atomics at a time" \
+                if target is not None else "the heap in host memory"
             print(f"numba-shmem: PE {self.rank}: PEs on other nodes through the proxy: its "
                   f"request path compiled, over MPI ({MPI.Get_library_version().splitlines()[0]});"
-                  " data staged through host memory", file=sys.stderr, flush=True)
+                  f" data staged through host memory; {heap}", file=sys.stderr, flush=True)
 
     def _run(self):
         try:
+            if self._attach is not None:
+                self._attach()
             failed = _engine.serve(self._state)
             why = f"{_engine.CALLS[failed]} failed" if failed else None
         except BaseException as exc:  # noqa: BLE001  (every caller must hear of it)
@@ -213,8 +224,8 @@ class CompiledProxy:
         """``nbytes`` from ``offset`` of PE ``pe``'s heap, as a uint8 array."""
         out = np.empty(nbytes, np.uint8)
         code = _ring.code(_ring.GET)
-        pieces = [(at, min(_engine.PIECE, nbytes - at))
-                  for at in range(0, nbytes, _engine.PIECE)] or [(0, 0)]
+        piece = self._get_piece
+        pieces = [(at, min(piece, nbytes - at)) for at in range(0, nbytes, piece)] or [(0, 0)]
         tickets = [self._post(pe, code, offset + at, n, what,
                               address=0 if n <= _CHUNK else out.ctypes.data + at)
                    for at, n in pieces]

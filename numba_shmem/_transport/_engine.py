@@ -78,15 +78,23 @@ ADDR, ORDER = 6, 7
 STATUS = _ring.NBYTES
 HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 
-#: control words (Python sets STOP, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU and the MPI
-#: library's handles and constants; the loop the rest)
+#: control words (Python sets STOP, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, the MPI
+#: library's handles and constants, and for a heap on a GPU ON_DEVICE and
+#: HEAP_BASE; the loop the rest)
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
-    COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, \
-    CONTROL_WORDS = range(18)
+    COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
+    HEAP_BASE, PENDING, CONTROL_WORDS = range(21)
 #: what FAILED_CALL names
 CALLS = ("", "MPI_Isend", "MPI_Recv", "MPI_Iprobe", "MPI_Test", "MPI_Get_count",
          "a message larger than the receive buffer (a batch of another library?)",
-         "a message of an unknown tag", "every send buffer in use", "flock")
+         "a message of an unknown tag", "every send buffer in use", "flock",
+         "copying into the GPU's heap", "copying out of the GPU's heap",
+         "applying atomics on the GPU")
+#: atomics and signals toward a heap on a GPU wait here, five int64 each
+#: (address, code, value, cond, the old value), to be applied together
+#: (``Target.apply``) before the next request that is not one
+PEND_MAX = 256
+PEND_WORDS = 5
 
 #: refusal reasons (a STATUS word, or a refusal record's): outside the mapped
 #: part of the heap, misaligned, an operation it does not apply, malformed
@@ -103,20 +111,33 @@ _LOCK_EX, _LOCK_UN = 2, 8
 #: (``ctl`` the control words)
 State = collections.namedtuple("State", [
     "isend", "recv", "iprobe", "test", "get_count", "flock", "ppoll", "read",
-    "clock_gettime", "ctl", "clock", "flag", "count", "status", "pollfd", "timeout",
+    "clock_gettime", "copy_in", "copy_out", "apply", "pend", "prid", "ctl", "clock", "flag",
+    "count", "status", "pollfd", "timeout",
     "host", "hw", "hstate", "gpu", "gw", "gstate",
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
     "nfollow", "dreq", "dticket", "dstate", "inbox", "inbox2", "drop", "heap", "extent",
     "refusals"])
 
 
-def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None):
+#: a heap that the loop reaches through functions (a GPU's): ``copy_in(dst,
+#: src, n)`` copies n bytes from host memory into the heap at its address
+#: ``dst``, ``copy_out(dst, src, n)`` from the heap into host memory,
+#: ``apply(records, n)`` applies n PEND_WORDS records in order (the old value
+#: into the fifth word), ``base`` is the heap's address there; each function
+#: returns 0 once done, else an error code. ``pend`` (PEND_MAX x PEND_WORDS
+#: int64) is where ``apply`` finds its records.
+Target = collections.namedtuple("Target", ["copy_in", "copy_out", "apply", "base", "pend"])
+
+
+def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None):
     """A State for ``mpic`` (``_mpi_c.MPIC``: its communicator's proxies) in a
     job of ``npes`` PEs: ``host`` the host ring (HOST_NBYTES of uint8),
     ``heap`` this PE's heap (uint8, as mapped in this process), ``extent`` an
     int64[1] the heap keeps current, ``lockfd`` a descriptor for the heap's
     lock, ``wakefd`` the read end of a pipe a host post writes a byte into
-    while the loop sleeps (SLEEPING), ``gpu`` the GPU's ring (or None)."""
+    while the loop sleeps (SLEEPING), ``gpu`` the GPU's ring (or None);
+    ``target`` a ``Target`` where the heap is a GPU's (``heap`` is then not
+    used), else None."""
     assert host.size == HOST_NBYTES and mpic.request_bytes <= 8
     ctl = np.zeros(CONTROL_WORDS, np.int64)
     ctl[LOCKFD] = lockfd
@@ -125,6 +146,11 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None):
     ctl[ANY_SOURCE], ctl[ANY_TAG] = mpic.any_source, mpic.any_tag
     ctl[SOURCE_AT], ctl[TAG_AT] = mpic.source_at, mpic.tag_at
     ctl[WAKE_FD] = wakefd
+    if target is None:  # (the State's types stay one: functions that are never called)
+        target = _unused_target()
+    else:
+        ctl[ON_DEVICE], ctl[HEAP_BASE] = 1, target.base
+        assert target.pend.shape == (PEND_MAX, PEND_WORDS)
     status_bytes = mpic.status_bytes
     gpu = np.zeros(_ring.NBYTES, np.uint8) if gpu is None else gpu
     flock, ppoll, read, clock_gettime = _libc()
@@ -133,7 +159,9 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None):
     return State(
         isend=mpic.isend, recv=mpic.recv, iprobe=mpic.iprobe, test=mpic.test,
         get_count=mpic.get_count, flock=flock, ppoll=ppoll, read=read,
-        clock_gettime=clock_gettime, ctl=ctl, clock=np.zeros(2, np.int64),
+        clock_gettime=clock_gettime, copy_in=target.copy_in, copy_out=target.copy_out,
+        apply=target.apply, pend=target.pend, prid=np.zeros(PEND_MAX, np.int64), ctl=ctl,
+        clock=np.zeros(2, np.int64),
         pollfd=pollfd, timeout=np.zeros(2, np.int64), flag=np.zeros(1, np.int32),
         count=np.zeros(1, np.int32), status=np.zeros(max(status_bytes // 4, 8), np.int32),
         host=host, hw=host.view(np.int64), hstate=np.zeros(_ring.SLOTS, np.int64),
@@ -149,6 +177,39 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None):
         inbox=np.zeros(BATCH, np.uint8), inbox2=np.zeros(BATCH, np.uint8),
         drop=np.zeros(PIECE, np.uint8), heap=heap,
         extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64))
+
+
+#: the C types of a Target's functions
+COPY_IN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t)
+COPY_OUT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t)
+APPLY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
+
+
+_REFUSE = {}
+
+
+def _unused_target():
+    """The Target of a heap in this process's memory, whose functions the loop
+    never calls (they have the types above, and would answer an error)."""
+    if not _REFUSE:
+        from numba import cfunc
+
+        @cfunc(types.int32(types.uint64, types.voidptr, types.uintp))
+        def refuse_in(dst, src, n):
+            return -1
+
+        @cfunc(types.int32(types.voidptr, types.uint64, types.uintp))
+        def refuse_out(dst, src, n):
+            return -1
+
+        @cfunc(types.int32(types.voidptr, types.int64))
+        def refuse_apply(records, n):
+            return -1
+
+        _REFUSE.update(functions=(COPY_IN(refuse_in.address), COPY_OUT(refuse_out.address),
+                                  APPLY(refuse_apply.address)),
+                       keep=(refuse_in, refuse_out, refuse_apply))
+    return Target(*_REFUSE["functions"], 0, np.zeros((PEND_MAX, PEND_WORDS), np.int64))
 
 
 @intrinsic
@@ -192,6 +253,8 @@ _COMPLETE_AT, _STAGING, _STATUS_AT = _ring.COMPLETE // 8, _ring.STAGING, STATUS 
 _PUT, _GET, _ATOMIC, _SIGNAL = _ring.PUT, _ring.GET, _ring.ATOMIC, \
     _ring.SIGNAL
 _SIGNAL_MAX = _ring.SIGNAL_MAX
+#: the request kinds, for a Target's ``apply``
+ATOMIC_KIND, SIGNAL_KIND = _ATOMIC, _SIGNAL
 _REQ_BYTES, _ANS_BYTES = 8 * REQ_WORDS, 8 * ANS_WORDS
 
 
@@ -511,13 +574,68 @@ def drain(s):
 
 
 @njit(nogil=True, cache=True)
+def answer(s, source, rid, reason, value, back, offset):
+    """Queue the answer to request ``rid`` of ``source``: its reason (0 once
+    applied), value, and for a get the ``back`` bytes from ``offset`` of the
+    heap. False if MPI or a copy out of a GPU's heap failed."""
+    inline_back = back if back <= _CHUNK else 0
+    b = open_buffer(s, source, TAG_ANS, _ANS_BYTES + pad(inline_back), 0)
+    while b == -1:
+        # every answer buffer is on its way: take the answers other PEs
+        # send meanwhile (they do the same), so that theirs arrive
+        if reap(s) < 0 or receive_answers(s) < 0:
+            return False
+        b = open_buffer(s, source, TAG_ANS, _ANS_BYTES + pad(inline_back), 0)
+    if b < 0:
+        return False
+    w = s.fill[b] // 8
+    out = s.pool[b].view(np.int64)
+    out[w] = rid
+    out[w + 1] = reason
+    out[w + 2] = value
+    out[w + 3] = inline_back
+    start = s.fill[b] + _ANS_BYTES
+    if inline_back and s.ctl[ON_DEVICE]:
+        into = np.int64(s.pool[b].ctypes.data) + start
+        if s.copy_out(_arg(s.copy_out, 0, into), s.ctl[HEAP_BASE] + offset, inline_back) != 0:
+            s.ctl[FAILED_CALL] = 11
+            return False
+    elif inline_back:
+        s.pool[b, start:start + inline_back] = s.heap[offset:offset + inline_back]
+    s.fill[b] = start + pad(inline_back)
+    if back > _CHUNK:  # a large get's data follows the answers, from the heap (one in
+        n = s.nfollow[b]  # this process's memory: from a GPU's, gets come in slots' sizes)
+        s.follows[b, n, 0] = np.int64(s.heap.ctypes.data + np.uint64(offset))
+        s.follows[b, n, 1] = back
+        s.follows[b, n, 2] = -1
+        s.nfollow[b] = n + 1
+    return True
+
+
+@njit(nogil=True, cache=True)
+def apply_pending(s, source):
+    """Apply the atomics and signals waiting in ``pend`` on the GPU's heap, in
+    order, and answer them. False if that or MPI failed."""
+    n = s.ctl[PENDING]
+    s.ctl[PENDING] = 0
+    if s.apply(_arg(s.apply, 0, np.int64(s.pend.ctypes.data)), n) != 0:
+        s.ctl[FAILED_CALL] = 12
+        return False
+    for i in range(n):
+        if not answer(s, source, s.prid[i], 0, s.pend[i, 4], 0, 0):
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
 def serve_batch(s, nbytes, source):
     """Apply the requests of one REQ batch from ``source`` and queue their
-    answers. False if MPI or the lock failed."""
+    answers, in order. False if MPI, the lock or the GPU failed."""
     comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
     at = 0
     record = s.inbox.view(np.int64)
     heap, extent, lockfd = s.heap, s.extent[0], s.ctl[LOCKFD]
+    device, base = s.ctl[ON_DEVICE] != 0, s.ctl[HEAP_BASE]
     while at < nbytes:
         w = at // 8
         rid, code, offset, arg, cond, inline = record[w], record[w + 1], \
@@ -530,17 +648,44 @@ def serve_batch(s, nbytes, source):
         reason = refusal(code, offset, arg, extent)
         if reason == 0 and kind == _PUT and not big and inline != arg:
             reason = MALFORMED
+        if device and reason == 0 and ((kind == _GET and arg > _CHUNK) or (big and arg > PIECE)):
+            reason = MALFORMED  # (the origins of a job on GPUs ask for no more)
+        if device and reason == 0 and (kind == _ATOMIC or kind == _SIGNAL):
+            # applied with the next ones, before the next request of another kind
+            k = s.ctl[PENDING]
+            s.pend[k, 0] = base + offset
+            s.pend[k, 1] = code
+            s.pend[k, 2] = arg
+            s.pend[k, 3] = cond
+            s.pend[k, 4] = 0
+            s.prid[k] = rid
+            s.ctl[PENDING] = k + 1
+            if k + 1 == PEND_MAX and not apply_pending(s, source):
+                return False
+            continue
+        if s.ctl[PENDING] and not apply_pending(s, source):
+            return False
         if big:  # its data is the next DATA message: into the heap, or dropped
-            into = heap.ctypes.data + np.uint64(offset) if reason == 0 else \
-                s.drop.ctypes.data
             n = arg if reason == 0 else min(max(arg, 0), s.drop.size)
-            if s.recv(into, n, byte, source, TAG_DATA, comm, 0) != 0:
+            into = np.int64(s.drop.ctypes.data)  # (a GPU's heap: staged here)
+            if reason == 0 and not device:
+                into = np.int64(heap.ctypes.data + np.uint64(offset))
+            if s.recv(_arg(s.recv, 0, into), n, byte, source, TAG_DATA, comm, 0) != 0:
                 s.ctl[FAILED_CALL] = 2
+                return False
+            if reason == 0 and device and \
+                    s.copy_in(base + offset, _arg(s.copy_in, 1, into), n) != 0:
+                s.ctl[FAILED_CALL] = 10
                 return False
         value = extent if reason != 0 else 0  # (a refusal says how much is mapped)
         back = 0
         if reason == 0:
-            if kind == _PUT and not big:
+            if kind == _PUT and not big and device:
+                source_at = np.int64(s.inbox.ctypes.data) + data_at
+                if s.copy_in(base + offset, _arg(s.copy_in, 1, source_at), inline) != 0:
+                    s.ctl[FAILED_CALL] = 10
+                    return False
+            elif kind == _PUT and not big:
                 heap[offset:offset + inline] = s.inbox[data_at:data_at + inline]
             elif kind == _GET:
                 back = arg
@@ -553,32 +698,10 @@ def serve_batch(s, nbytes, source):
                 else:
                     apply_signal(heap, offset, (code >> 16) & 255, arg)
                 s.flock(lockfd, _LOCK_UN)
-        inline_back = back if back <= _CHUNK else 0
-        b = open_buffer(s, source, TAG_ANS, _ANS_BYTES + pad(inline_back), 0)
-        while b == -1:
-            # every answer buffer is on its way: take the answers other PEs
-            # send meanwhile (they do the same), so that theirs arrive
-            if reap(s) < 0 or receive_answers(s) < 0:
-                return False
-            b = open_buffer(s, source, TAG_ANS, _ANS_BYTES + pad(inline_back), 0)
-        if b < 0:
+        if not answer(s, source, rid, reason, value, back, offset):
             return False
-        w = s.fill[b] // 8
-        out = s.pool[b].view(np.int64)
-        out[w] = rid
-        out[w + 1] = reason
-        out[w + 2] = value
-        out[w + 3] = inline_back
-        start = s.fill[b] + _ANS_BYTES
-        if inline_back:
-            s.pool[b, start:start + inline_back] = heap[offset:offset + inline_back]
-        s.fill[b] = start + pad(inline_back)
-        if back > _CHUNK:  # a large get's data follows the answers, from the heap
-            n = s.nfollow[b]
-            s.follows[b, n, 0] = np.int64(heap.ctypes.data + np.uint64(offset))
-            s.follows[b, n, 1] = back
-            s.follows[b, n, 2] = -1
-            s.nfollow[b] = n + 1
+    if s.ctl[PENDING] and not apply_pending(s, source):
+        return False
     return True
 
 
