@@ -238,9 +238,14 @@ class RendezvousServer:
 
     def wait_departed(self, pe, timeout):
         """Wait up to ``timeout`` seconds until PE ``pe`` has left (its bye
-        handled, the collectives that waited for it failed)."""
+        handled, the collectives that waited for it failed), then until every
+        PE has: those still in a collective of their own get its answer, and
+        the error that ends them, before the server goes."""
+        deadline = time.monotonic() + timeout
         with self._departed:
             self._departed.wait_for(lambda: pe in self._gone, timeout=timeout)
+            self._departed.wait_for(lambda: len(self._gone) >= self._npes,
+                                    timeout=max(0.0, deadline - time.monotonic()))
 
     def _watch(self):
         """Fail every collective that has waited past the time-out its callers
