@@ -13,7 +13,9 @@ from conftest import ROOT
 _CALL = re.compile(r"`((?:put|get|iput|iget|atomic_|signal_|wait_until|test_|barrier|sync|fence"
                    r"|quiet|broadcast|fcollect|alltoall|team_|peer_|collective_|cupy_"
                    r"|(?:sum|prod|min|max|and|or|xor)_reduce)[A-Za-z_0-9]*)(?:\(|`)")
-USER_PAGES = ["README.md", "docs/memory-model.md", "docs/debugging.md", "docs/index.md"]
+USER_PAGES = ["README.md", "docs/index.md", "docs/launching.md", "docs/memory-model.md",
+              "docs/collectives.md", "docs/streams.md", "docs/interop.md", "docs/debugging.md",
+              "docs/failures.md"]
 
 
 def test_the_site_builds_without_warnings_and_documents_every_public_name(tmp_path):
