@@ -549,8 +549,12 @@ def drain(s):
     while taken < TAKE:
         host_next = s.ctl[HOST_NEXT]
         gpu_next = s.ctl[GPU_NEXT]
+        # the GPU's ring first: a host ticket published before the GPU ticket
+        # seen here is then seen too (and its ORDER puts it first); read the
+        # other way, a host ticket not yet published could be passed by a GPU
+        # ticket published after it, between the two reads
+        gpu_ready = has_gpu and published(s.gw, gpu_next)  # (then a fence)
         host_ready = published(s.hw, host_next)
-        gpu_ready = has_gpu and published(s.gw, gpu_next)
         order = s.hw[(host_next % _SLOTS) * _DESC + ORDER]
         if host_ready and not (gpu_ready and gpu_next < order):
             went = forward(s, False, host_next)
