@@ -1,5 +1,5 @@
 """Barriers and syncs: one Python function each, called on the host or in a
-kernel (the device side is registered in ``_cuda/_device.py``).
+kernel (the device side is registered in ``_cuda/_syncs.py``).
 
 On the host they wait for the other PEs through the bootstrap; ``barrier(team,
 stream=s)`` instead enqueues the barrier on a CUDA stream and returns at once.

@@ -81,7 +81,7 @@ def test_the_block_collectives_read_the_teams_state_where_the_heap_keeps_it():
 
     from conftest import run_hard
 
-    script = ("from numba_shmem._cuda._device import _departures_offset, _state_offset; "
+    script = ("from numba_shmem._cuda._source import _departures_offset, _state_offset; "
               "from numba_shmem._heap._symmetric import departures, team_state; "
               "print(all(eval(_state_offset('n'), {'n': n}) == team_state(n)[0] "
               "and eval(_departures_offset('n'), {'n': n}) == departures(n)[0] "

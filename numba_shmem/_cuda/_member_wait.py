@@ -15,7 +15,7 @@ import functools
 
 from numba.cuda.extending import intrinsic
 
-from ._device import _BACKOFF, _compile_source, _debug_timeout, _indent, _spin_namespace
+from ._source import _BACKOFF, _compile_source, _debug_timeout, _indent, _spin_namespace
 from ._primitives import _addr, _load_acquire, _stop_for
 
 _SOURCE = """def impl(word, mark, gone, pe):

@@ -185,7 +185,7 @@ def _get(dest, source, pe, name):
 
 def _check_strided(name, dest, source, dst_stride, src_stride, nelems):
     """In debug mode, an error where the strided elements reach outside dest
-    or source (the GPU's debug check in _cuda/_device.py says the same)."""
+    or source (the GPU's debug check in _cuda/_copies.py says the same)."""
     runtime = require(name)
     if not runtime.config.debug or nelems <= 0:
         return

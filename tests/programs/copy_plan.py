@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from numba_shmem._cuda import _device
+from numba_shmem._cuda import _source
 
 
 def run(source, dst, src, nbytes, stride):
@@ -79,7 +79,7 @@ def main():
     # the source is a function body: dedent it and compile it once per width,
     # for a group and for a lone thread (thread scope: stride 1)
     sources = {(w, alone): compile("".join(line[4:] + "\n" for line in
-                                           _device._copy_source(w, alone).splitlines()),
+                                           _source._copy_source(w, alone).splitlines()),
                                    f"copy_source({w}, {alone})", "exec")
                for w in (1, 2, 4, 8) for alone in (False, True)}
     for _ in range(cases):

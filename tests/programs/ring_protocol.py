@@ -2,7 +2,7 @@
 GPU threads and post requests through the ring's protocol (a ticket, the
 slot's FREE word, the data staged, the fields, SEQ last; a fetch waits for
 DONE, reads the answer and gives the slot back), exactly as the device code
-in numba_shmem/_cuda/_device.py does. The requests go through a second proxy
+in numba_shmem/_cuda/_far.py does. The requests go through a second proxy
 with that ring (PROXY: ``python``, the proxy the GPU runs, or ``compiled``,
 the simulator's) to the other PE's simulator heap; the results are checked
 against a plain model. More than SLOTS requests, so that every slot is
