@@ -10,7 +10,7 @@ import numpy as np
 from . import _bootstrap, _config, _exits
 from ._bootstrap import _wire
 from ._current import current, finalized, install, remove, require
-from ._errors import ShmemUsageError
+from ._errors import ShmemConfigError, ShmemUsageError
 from ._heap._symmetric import SymmetricHeap
 from ._resources import UndoStack
 from ._select import cuda_driver_present, numba_is_simulator
@@ -221,6 +221,14 @@ def start_proxy(runtime):
 
     if not far_pes(runtime.bootstrap):
         return None
+    # every PE takes the same request path on the GPU: the two speak different
+    # messages (checked on the simulator too, where the setting is not used)
+    choices = runtime.bootstrap.allgather(runtime.config.gpu_proxy.encode(), "shmem.init")
+    if len(set(choices)) > 1:
+        raise ShmemConfigError(
+            "NUMBA_SHMEM_GPU_PROXY", runtime.config.gpu_proxy,
+            "the same value on every PE (here: " + ", ".join(
+                f"PE {pe} {choice.decode()}" for pe, choice in enumerate(choices)) + ")")
     if runtime.backend != "cuda":
         return sim_proxy(runtime)
     if runtime.config.gpu_proxy == "compiled":
@@ -252,16 +260,16 @@ def _compiled_gpu_proxy(runtime):
     target = FunctionTarget(heap)
     lockfd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)  # (atomics take no lock here)
     try:
-        proxy = CompiledProxy(runtime.bootstrap, np.zeros(8, np.uint8), heap.extent_word, lockfd,
-                              runtime.config.wait_timeout, runtime.config.debug, device=device,
-                              stop_waiters=runtime.stop_device_waits, busy_poll=0.01,
-                              target=target.target, attach=target.attach)
+        # the target goes with the proxy, once its loop has stopped
+        return CompiledProxy(runtime.bootstrap, np.zeros(8, np.uint8), heap.extent_word, lockfd,
+                             runtime.config.wait_timeout, runtime.config.debug, device=device,
+                             stop_waiters=runtime.stop_device_waits, busy_poll=0.01,
+                             target=target.target, attach=target.attach, pin=target.pin,
+                             release=target.close)
     except BaseException:
         os.close(lockfd)
         target.close()
         raise
-    runtime._undo.push(target.close)  # (after the proxy, which close() stops first)
-    return proxy
 
 
 def sim_proxy(runtime, device=None):

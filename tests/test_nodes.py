@@ -152,6 +152,28 @@ def test_the_compiled_proxy_reaches_a_heap_as_it_reaches_a_gpus(program, args, e
                                           or "still serves" in line for line in lines), lines
 
 
+def test_pes_that_disagree_on_the_gpu_proxy_say_so_at_init():
+    """The two request paths speak different messages: a job whose PEs were
+    given different NUMBA_SHMEM_GPU_PROXY values refuses at init() on every
+    PE, naming the variable and each PE's value."""
+    if _ready():
+        pytest.skip(_ready())
+    code = ("import numba_shmem as shmem\ntry:\n    shmem.init()\nexcept Exception as exc:\n"
+            "    print(f'PE error: {type(exc).__name__}: {exc}', flush=True)\n")
+    argv, env = mpiexec_job(1, sys.executable, "-c", code, env={
+        "NUMBA_SHMEM_NODE_SIZE": "1", "NUMBA_SHMEM_WAIT_TIMEOUT": "60", **_JOB_ENV})
+    # two programs in one job (MPMD), the same but for the variable
+    program = argv[argv.index("-n") + 2:]
+    argv = argv[:argv.index("-n")] + [
+        "-n", "1", "-x", "NUMBA_SHMEM_GPU_PROXY=compiled", *program, ":",
+        "-n", "1", "-x", "NUMBA_SHMEM_GPU_PROXY=python", *program]
+    result = run_hard(argv, 120, env)
+    errors = re.findall(r"PE error: .*", result.stdout)
+    assert len(errors) == 2, result.stdout + result.stderr
+    assert all("ShmemConfigError: NUMBA_SHMEM_GPU_PROXY=" in e and "the same value on every PE "
+               "(here: PE 0 compiled, PE 1 python)" in e for e in errors), errors
+
+
 @pytest.mark.skipif(BACKEND != "sim", reason="the simulator's message; the GPU's kernel stops "
                     "the same way as under shmem-run (test_departures.py)")
 def test_a_reduction_in_lines_under_mpi_stops_when_a_member_leaves():

@@ -332,6 +332,19 @@ class FunctionTarget:
     def attach(self):
         call("cuCtxSetCurrent", self._context)
 
+    def pin(self, *arrays):
+        """Page-lock the host memory of ``arrays`` (the loop's buffers that the
+        copies read and write) until ``close``: the copy engine then reads and
+        writes them directly, and no copy waits for the driver's staging."""
+        call("cuCtxPushCurrent", self._context)
+        try:
+            for array in arrays:
+                call("cuMemHostRegister", array.ctypes.data, array.nbytes,
+                     cu.CU_MEMHOSTREGISTER_PORTABLE)
+                self._undo.push(call, "cuMemHostUnregister", array.ctypes.data)
+        finally:
+            call("cuCtxPopCurrent")
+
     def close(self):
         self._undo.unwind()
 

@@ -30,6 +30,10 @@ _KINDS = {_ring.PUT: "put", _ring.GET: "get", _ring.ATOMIC: "atomic", _ring.SIGN
 #: a host put of at most this many bytes is staged (copied) when posted and
 #: returns at once; a larger one waits until MPI has sent it from its memory
 COPY_MAX = 64 << 10
+#: the most pieces of one call in the ring at once: a call waits for its
+#: earlier pieces before it posts more, so that a transfer of any size never
+#: waits for room that only its own pieces hold
+WINDOW = _SLOTS // 4
 
 
 def _word(value):
@@ -48,13 +52,16 @@ class CompiledProxy:
     or None. ``target``: how the loop reaches ``heap`` where it is not in
     this process's memory (``_engine.Target``: a GPU's), else None;
     ``attach()``, if given, runs first on the loop's thread (a CUDA context
-    made current). ``stop_waiters()``, if given, is called when the loop fails.
-    For ``busy_poll`` seconds after its last work the loop polls without
-    sleeping; then it sleeps, up to ``max_sleep`` seconds at a time."""
+    made current); ``pin(*arrays)``, if given, makes the loop's buffers
+    page-locked for the target's copies; ``release()``, if given, is called
+    when the proxy closes, once its loop has stopped. ``stop_waiters()``, if
+    given, is called when the loop fails. For ``busy_poll`` seconds after its
+    last work the loop polls without sleeping; then it sleeps, up to
+    ``max_sleep`` seconds at a time."""
 
     def __init__(self, bootstrap, heap, extent, lockfd, wait_timeout, debug=False,
                  device=None, stop_waiters=None, busy_poll=0.0, max_sleep=100e-6,
-                 target=None, attach=None):
+                 target=None, attach=None, pin=None, release=None):
         from mpi4py import MPI
 
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
@@ -83,6 +90,8 @@ class CompiledProxy:
         self._words[_FREE:_FREE + _SLOTS] = np.arange(_SLOTS)
         self._undo = UndoStack()  # what close() releases, once the loop has stopped
         try:
+            if release is not None:
+                self._undo.push(release)  # (last: after the loop's own buffers)
             self._comm = bootstrap.communicator().Dup()
             self._undo.push(self._comm.Free)
             self._mpi = MPIC(self._comm)
@@ -94,6 +103,8 @@ class CompiledProxy:
                                         lockfd, self._wake_read,
                                         None if device is None else device._memory, target)
             self._gpu_words = self._state.gw
+            if pin is not None:
+                pin(self._state.inbox, self._state.inbox2, self._state.drop, self._state.pool)
             self._state.ctl[_engine.BUSY_NS] = int(busy_poll * 1e9)
             self._state.ctl[_engine.SLEEP_US] = max(1, int(max_sleep * 1e6))
             # compiled (or loaded from numba's cache) now: a failure is init()'s
@@ -213,12 +224,14 @@ class CompiledProxy:
             copy = flat.copy()
             self._post(pe, code, offset, copy.size, what, address=copy.ctypes.data, keep=copy)
             return
-        tickets = [self._post(pe, code, offset + at, min(_engine.PIECE, flat.size - at), what,
-                              address=flat.ctypes.data + at)
-                   for at in range(0, flat.size, _engine.PIECE)]
-        for t in tickets:  # sent: the slot, and the caller's memory, are free
-            self._take(t, pe, what)
-            self._give_back(t)
+        starts = range(0, flat.size, _engine.PIECE)
+        for first in range(0, len(starts), WINDOW):
+            tickets = [self._post(pe, code, offset + at, min(_engine.PIECE, flat.size - at),
+                                  what, address=flat.ctypes.data + at)
+                       for at in starts[first:first + WINDOW]]
+            for t in tickets:  # sent: the slot, and the caller's memory, are free
+                self._take(t, pe, what)
+                self._give_back(t)
 
     def get(self, pe, offset, nbytes, what):
         """``nbytes`` from ``offset`` of PE ``pe``'s heap, as a uint8 array."""
@@ -226,18 +239,20 @@ class CompiledProxy:
         code = _ring.code(_ring.GET)
         piece = self._get_piece
         pieces = [(at, min(piece, nbytes - at)) for at in range(0, nbytes, piece)] or [(0, 0)]
-        tickets = [self._post(pe, code, offset + at, n, what,
-                              address=0 if n <= _CHUNK else out.ctypes.data + at)
-                   for at, n in pieces]
         error = None
-        for t, (at, n) in zip(tickets, pieces):
-            reason = self._take(t, pe, what)
-            if reason:
-                error = error or self._refused(t, reason, pe, what)
-            elif n <= _CHUNK:
-                start = _STAGING + (t % _SLOTS) * _CHUNK
-                out[at:at + n] = self._host[start:start + n]
-            self._give_back(t)
+        for first in range(0, len(pieces), WINDOW):
+            window = pieces[first:first + WINDOW]
+            tickets = [self._post(pe, code, offset + at, n, what,
+                                  address=0 if n <= _CHUNK else out.ctypes.data + at)
+                       for at, n in window]
+            for t, (at, n) in zip(tickets, window):
+                reason = self._take(t, pe, what)
+                if reason:
+                    error = error or self._refused(t, reason, pe, what)
+                elif n <= _CHUNK:
+                    start = _STAGING + (t % _SLOTS) * _CHUNK
+                    out[at:at + n] = self._host[start:start + n]
+                self._give_back(t)
         if error is not None:
             raise error
         return out

@@ -26,7 +26,8 @@ Messages, on the proxies' own communicator:
   received straight into the heap.
 - ANS: a batch of answer records, four int64 each (rid, status, value, inline
   bytes), and a get's data; a get larger than a slot's staging is FOLLOWS.
-- DATA: the data of FOLLOWS records, in record order.
+- DATA: the data of FOLLOWS records, in record order (a tag for the data of
+  requests, another for that of answers).
 
 MPI delivers the messages of one pair of ranks in the order they were sent,
 and the loop forwards and applies records in order: requests toward one PE
@@ -52,8 +53,10 @@ from numba.core.extending import intrinsic
 
 from . import _ring
 
-#: message tags
-TAG_REQ, TAG_ANS, TAG_DATA = 21, 22, 23
+#: message tags: batches of requests and of answers, and the data that follows
+#: each (apart, so that answers taken while a batch of requests is served never
+#: take the data of a put of that batch)
+TAG_REQ, TAG_ANS, TAG_DATA, TAG_ANS_DATA = 21, 22, 23, 24
 #: record headers, in int64 words
 REQ_WORDS, ANS_WORDS = 6, 4
 #: the most bytes of one batch message
@@ -303,7 +306,7 @@ def refusal(code, offset, arg, extent):
         nbytes = 4 if dtype == 0 or dtype == 1 or dtype == 4 else 8
         align = nbytes
     elif kind == _SIGNAL:
-        if op != 0 and op != 1 and op != _SIGNAL_MAX:
+        if dtype != 0 or (op != 0 and op != 1 and op != _SIGNAL_MAX):
             return UNKNOWN
         nbytes, align = 8, 8
     else:
@@ -420,8 +423,9 @@ def send_buffer(s, b):
     for j in range(s.nfollow[b]):
         while s.dstate[d] != 0:  # (there is one: DATA_SENDS covers every buffer's)
             d += 1
+        data_tag = TAG_DATA if tag == TAG_REQ else TAG_ANS_DATA
         if s.isend(_arg(s.isend, 0, s.follows[b, j, 0]), s.follows[b, j, 1], byte, pe,
-                   TAG_DATA, comm, s.dreq[d:d + 1].ctypes.data) != 0:
+                   data_tag, comm, s.dreq[d:d + 1].ctypes.data) != 0:
             s.ctl[FAILED_CALL] = 1
             return False
         s.dstate[d] = 1
@@ -549,13 +553,17 @@ def drain(s):
     while taken < TAKE:
         host_next = s.ctl[HOST_NEXT]
         gpu_next = s.ctl[GPU_NEXT]
-        # the GPU's ring first: a host ticket published before the GPU ticket
-        # seen here is then seen too (and its ORDER puts it first); read the
-        # other way, a host ticket not yet published could be passed by a GPU
-        # ticket published after it, between the two reads
+        # The GPU's ring first: a host ticket published before the GPU ticket
+        # seen here is then seen too, and goes first. A host ticket whose ORDER
+        # is past the GPU's next goes after it, even where that GPU ticket was
+        # published only after the read above (it was before the host posted).
         gpu_ready = has_gpu and published(s.gw, gpu_next)  # (then a fence)
         host_ready = published(s.hw, host_next)
         order = s.hw[(host_next % _SLOTS) * _DESC + ORDER]
+        if host_ready and gpu_next < order and not gpu_ready:
+            gpu_ready = published(s.gw, gpu_next)
+            if not gpu_ready:  # (it is published: ORDER saw it; read again next time)
+                break
         if host_ready and not (gpu_ready and gpu_next < order):
             went = forward(s, False, host_next)
             if went == 1:
@@ -740,7 +748,7 @@ def take_answers(s, inbox, nbytes, source):
                     ring[start:start + asked] = 0
             elif inline:
                 ring[start:start + inline] = inbox[data_at:data_at + inline]
-            elif s.recv(_arg(s.recv, 0, words[d + ADDR]), asked, byte, source, TAG_DATA,
+            elif s.recv(_arg(s.recv, 0, words[d + ADDR]), asked, byte, source, TAG_ANS_DATA,
                         comm, 0) != 0:
                 s.ctl[FAILED_CALL] = 2
                 return False
