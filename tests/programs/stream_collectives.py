@@ -50,8 +50,7 @@ def concurrent():
 
 @cuda.jit
 def bump(source, by):
-    i = cuda.grid(1)
-    if i < source.size:
+    for i in range(cuda.grid(1), source.size, cuda.gridsize(1)):
         source[i] += by
 
 
@@ -74,8 +73,11 @@ def back_to_back():
     everyone = [(p + 1) * (np.arange(width, dtype=np.int64) + 1) for p in range(n)]
     source = shmem.array(width, np.int64)
     source.copy_to_device(everyone[me])
-    # (on the simulator every thread is a Python thread: fewer calls)
-    calls = len(KINDS) * len(SIZES) * (10 if shmem._runtime.current().backend == "cuda" else 1)
+    # (on the simulator every thread is a Python thread: fewer calls, and a
+    # kernel of fewer threads changes the sources)
+    on_gpu = shmem._runtime.current().backend == "cuda"
+    calls = len(KINDS) * len(SIZES) * (10 if on_gpu else 1)
+    bump_grid = (-(-width // 256), 256) if on_gpu else (1, 32)
     dests = [shmem.zeros(width, np.int64) for _ in range(calls)]
     stream = cuda.stream()
     expected, added = [], 0
@@ -94,7 +96,7 @@ def back_to_back():
         parts = np.array([part[skip:skip + nelems] + added for part in everyone])
         expected.append(parts.reshape(-1) if kind == "fcollect after" else
                         parts.max(axis=0) if kind == "max_reduce" else parts.sum(axis=0))
-        bump[-(-width // 256), 256, stream](source, r + 1)
+        bump[bump_grid[0], bump_grid[1], stream](source, r + 1)
         added += r + 1
     stream.synchronize()
     wrong = [r for r, dest in enumerate(dests)
