@@ -73,12 +73,14 @@ def _imported(module, what):
 
 
 def _shape(shape, what):
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
     try:
-        shape = tuple(operator.index(n) for n in shape)
+        shape = (operator.index(shape),)
     except TypeError:
-        raise ShmemUsageError(f"{what}: shape must be an int or a tuple of ints, "
-                              f"got {shape!r}") from None
+        try:
+            shape = tuple(operator.index(n) for n in shape)
+        except TypeError:
+            raise ShmemUsageError(f"{what}: shape must be an int or a tuple of ints, "
+                                  f"got {shape!r}") from None
     if any(n < 0 for n in shape):
         raise ShmemUsageError(f"{what}: shape {shape} has a negative dimension")
     return shape
