@@ -5,6 +5,7 @@ baseline measured in the same run.
 
     python benchmarks/rma.py [--max-bytes 268435456] [--json out.json] [--png out.png]
                              [--nvshmem nvshmem.json]
+    python benchmarks/rma.py --plot out.json --png out.png   # the plot of an earlier run
 
 With ``--nvshmem``, the output of ``benchmarks/nvshmem/run.sh scopes_bw`` (NVSHMEM doing the
 scope rows' work on the same grid), the scope rows print NVSHMEM's figures and
@@ -30,7 +31,14 @@ def main():
     parser.add_argument("--nvshmem", type=Path,
                         help="the output of benchmarks/nvshmem/run.sh scopes_bw, for the "
                         "scope rows")
+    parser.add_argument("--plot", type=Path, help="a --json of an earlier run: plot it "
+                        "into --png (no GPU needed)")
     args = parser.parse_args()
+    if args.plot:
+        if not args.png:
+            raise SystemExit("--plot needs --png: where to write the plot")
+        plot(json.loads(args.plot.read_text()), args.png)
+        return
     require_gpu("rma.py", "the put bandwidth and latencies of GPU threads")
     run = subprocess.run([sys.executable, "-m", "shmem_run", "-n", "2",
                           str(HERE / "rma_pe.py"), str(args.max_bytes)],
@@ -106,25 +114,53 @@ def main():
     if args.json:
         args.json.write_text(json.dumps(r, indent=1))
     if args.png:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        sizes = [row["bytes"] for row in r["bandwidth"]]
-        for key, label in (("put_block_s", "put_block"), ("put_block_nbi_s", "put_nbi_block"),
-                           ("put_block_self_s", "put_block to self"),
-                           ("local_kernel_s", "local copy kernel"),
-                           ("memcpy_dtod_s", "cuMemcpyDtoD"),
-                           ("memcpy_peer_s", "cuMemcpyDtoD into PE 1")):
-            plt.plot(sizes, [row["bytes"] / row[key] / 1e9 for row in r["bandwidth"]],
-                     marker="o", label=label)
-        plt.xscale("log", base=2)
-        plt.xlabel("bytes")
-        plt.ylabel("GB/s")
-        plt.title(f"put bandwidth, 2 PEs, {r['device']}, "
-                  f"{'one GPU' if gpus[0] == gpus[1] else 'two GPUs'}")
-        plt.legend()
-        plt.savefig(args.png, dpi=120)
+        plot(r, args.png)
 
+
+#: the round trips and latencies of a run's JSON, as plotted
+LATENCIES = (("pingpong_bare_ptx_us", "bare PTX\nflag"),
+             ("pingpong_signal_op_us", "signal_op\n+ wait"),
+             ("pingpong_bare_ptx_data_us", "bare PTX\n8 B + flag"),
+             ("pingpong_put_signal_us", "put_signal\n8 B + wait"),
+             ("p_quiet_us", "p +\nquiet"), ("fetch_add_us", "fetch_add\nround trip"))
+
+
+def plot(r, path):
+    """Two panels into ``path``: put bandwidth against the baselines of the same
+    run by size, and the round trips and latencies beside the bare PTX ones."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gpus = r["pe_gpus"]
+    figure, (bandwidth, latency) = plt.subplots(1, 2, figsize=(14, 5.5),
+                                                gridspec_kw={"width_ratios": [3, 2]})
+    sizes = [row["bytes"] for row in r["bandwidth"]]
+    for key, label in (("put_block_s", "put_block"), ("put_block_nbi_s", "put_nbi_block"),
+                       ("put_block_self_s", "put_block to self"),
+                       ("local_kernel_s", "local copy kernel"),
+                       ("memcpy_dtod_s", "cuMemcpyDtoD"),
+                       ("memcpy_peer_s", "cuMemcpyDtoD into PE 1"),
+                       ("nvrtc_copy_s", "NVRTC copy kernel into PE 1")):
+        if key in r["bandwidth"][0]:
+            bandwidth.plot(sizes, [row["bytes"] / row[key] / 1e9 for row in r["bandwidth"]],
+                           marker="o", label=label)
+    bandwidth.set_xscale("log", base=2)
+    bandwidth.set_xlabel("bytes")
+    bandwidth.set_ylabel("GB/s")
+    bandwidth.set_title("put bandwidth, PE 0 into PE 1")
+    bandwidth.legend()
+    shown = [(key, label) for key, label in LATENCIES if key in r]
+    values = [r[key] for key, _ in shown]
+    bars = latency.bar(range(len(shown)), values,
+                       color=["0.6" if "bare" in key else "C0" for key, _ in shown])
+    latency.bar_label(bars, labels=[f"{v:.2f}" for v in values])
+    latency.set_xticks(range(len(shown)), [label for _, label in shown], fontsize=8)
+    latency.set_ylabel("us")
+    latency.set_title("round trips and latencies (grey: bare PTX)")
+    figure.suptitle(f"2 PEs, {r['device']}, {'one GPU' if gpus[0] == gpus[1] else 'two GPUs'}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
 
 if __name__ == "__main__":
     main()
