@@ -2,7 +2,6 @@
 CuPy arrays whose memory is a symmetric allocation."""
 
 import math
-import operator
 import sys
 import weakref
 
@@ -11,6 +10,7 @@ import numpy as np
 from ._current import require
 from ._errors import ShmemUsageError
 from ._heap._allocator import DEFAULT_ALIGN
+from ._heap._symmetric import normalize_dtype, normalize_shape
 from ._teams import checked_pe
 
 
@@ -72,20 +72,6 @@ def _imported(module, what):
         raise ShmemUsageError(f"{what} needs {module}, which is not installed") from None
 
 
-def _shape(shape, what):
-    try:
-        shape = (operator.index(shape),)
-    except TypeError:
-        try:
-            shape = tuple(operator.index(n) for n in shape)
-        except TypeError:
-            raise ShmemUsageError(f"{what}: shape must be an int or a tuple of ints, "
-                                  f"got {shape!r}") from None
-    if any(n < 0 for n in shape):
-        raise ShmemUsageError(f"{what}: shape {shape} has a negative dimension")
-    return shape
-
-
 def _under(runtime, nbytes, align):
     """Collective. A new uint8 heap array of ``nbytes`` bytes."""
     return runtime.heap.allocate((nbytes,), np.uint8, align)
@@ -127,7 +113,7 @@ def tensor(shape, dtype=None, *, align=DEFAULT_ALIGN):
     if not isinstance(dtype, torch.dtype):
         raise ShmemUsageError(f"shmem.tensor: dtype must be a torch.dtype (torch.bfloat16, ...), "
                               f"got {dtype!r}")
-    shape = _shape(shape, "shmem.tensor")
+    shape = normalize_shape(shape, "shmem.tensor")
     itemsize = torch.empty((), dtype=dtype).element_size()
     raw = _under(runtime, math.prod(shape) * itemsize, align)
     return _remember(_torch_bytes(torch, runtime, raw).view(dtype).view(shape), raw)
@@ -141,8 +127,8 @@ def cupy_array(shape, dtype=np.float64, *, align=DEFAULT_ALIGN):
         raise ShmemUsageError("shmem.cupy_array needs a GPU (CuPy has no simulator); on the "
                               "simulator use shmem.array")
     cupy = _imported("cupy", "shmem.cupy_array")
-    shape = _shape(shape, "shmem.cupy_array")
-    dtype = np.dtype(dtype)
+    shape = normalize_shape(shape, "shmem.cupy_array")
+    dtype = normalize_dtype(dtype, "shmem.cupy_array")
     raw = _under(runtime, math.prod(shape) * dtype.itemsize, align)
     return _remember(cupy.asarray(raw).view(dtype).reshape(shape), raw)
 

@@ -11,7 +11,10 @@ from .._errors import ShmemConfigError, ShmemUsageError
 from ._allocator import DEFAULT_ALIGN, OffsetAllocator
 
 
-def _normalize_shape(shape):
+def normalize_shape(shape, what=None):
+    """``shape`` as a tuple of ints >= 0, else a usage error (that names
+    ``what``, the call, where given)."""
+    prefix = f"{what}: " if what else ""
     try:
         shape = (operator.index(shape),)
     except TypeError:
@@ -19,19 +22,22 @@ def _normalize_shape(shape):
             shape = tuple(operator.index(extent) for extent in shape)
         except TypeError:
             raise ShmemUsageError(
-                f"shape must be an int or a tuple of ints, got {shape!r}") from None
+                f"{prefix}shape must be an int or a tuple of ints, got {shape!r}") from None
     if any(extent < 0 for extent in shape):
-        raise ShmemUsageError(f"shape must not have negative extents, got {shape}")
+        raise ShmemUsageError(f"{prefix}shape must not have negative extents, got {shape}")
     return shape
 
 
-def _normalize_dtype(dtype):
+def normalize_dtype(dtype, what=None):
+    """``dtype`` as a numeric numpy dtype, else a usage error (that names
+    ``what``, the call, where given)."""
+    prefix = f"{what}: " if what else ""
     try:
         dtype = np.dtype(dtype)
     except TypeError:
-        raise ShmemUsageError(f"dtype {dtype!r} is not a numpy dtype") from None
+        raise ShmemUsageError(f"{prefix}dtype {dtype!r} is not a numpy dtype") from None
     if dtype.hasobject:
-        raise ShmemUsageError(f"dtype {dtype} holds Python objects; use a numeric dtype")
+        raise ShmemUsageError(f"{prefix}dtype {dtype} holds Python objects; use a numeric dtype")
     return dtype
 
 
@@ -133,8 +139,8 @@ class SymmetricHeap:
 
     def allocate(self, shape, dtype, align=DEFAULT_ALIGN, zero=False):
         """Collective. A new symmetric array (zeroed if ``zero``)."""
-        shape = _normalize_shape(shape)
-        dtype = _normalize_dtype(dtype)
+        shape = normalize_shape(shape)
+        dtype = normalize_dtype(dtype)
         if not (isinstance(align, int) and align > 0 and align & (align - 1) == 0):
             raise ShmemUsageError(f"align must be a power of two, got {align!r}")
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
