@@ -48,7 +48,7 @@ import collections
 import ctypes
 
 import numpy as np
-from numba import njit, types
+from numba import cfunc, njit, types
 from numba.core.extending import intrinsic
 
 from . import _ring
@@ -188,31 +188,26 @@ COPY_OUT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctyp
 APPLY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
 
 
-_REFUSE = {}
+@cfunc(types.int32(types.uint64, types.voidptr, types.uintp), cache=True)
+def _refuse_in(dst, src, n):
+    return -1
+
+
+@cfunc(types.int32(types.voidptr, types.uint64, types.uintp), cache=True)
+def _refuse_out(dst, src, n):
+    return -1
+
+
+@cfunc(types.int32(types.voidptr, types.int64), cache=True)
+def _refuse_apply(records, n):
+    return -1
 
 
 def _unused_target():
     """The Target of a heap in this process's memory, whose functions the loop
     never calls (they have the types above, and would answer an error)."""
-    if not _REFUSE:
-        from numba import cfunc
-
-        @cfunc(types.int32(types.uint64, types.voidptr, types.uintp))
-        def refuse_in(dst, src, n):
-            return -1
-
-        @cfunc(types.int32(types.voidptr, types.uint64, types.uintp))
-        def refuse_out(dst, src, n):
-            return -1
-
-        @cfunc(types.int32(types.voidptr, types.int64))
-        def refuse_apply(records, n):
-            return -1
-
-        _REFUSE.update(functions=(COPY_IN(refuse_in.address), COPY_OUT(refuse_out.address),
-                                  APPLY(refuse_apply.address)),
-                       keep=(refuse_in, refuse_out, refuse_apply))
-    return Target(*_REFUSE["functions"], 0, np.zeros((PEND_MAX, PEND_WORDS), np.int64))
+    return Target(COPY_IN(_refuse_in.address), COPY_OUT(_refuse_out.address),
+                  APPLY(_refuse_apply.address), 0, np.zeros((PEND_MAX, PEND_WORDS), np.int64))
 
 
 @intrinsic
