@@ -39,8 +39,10 @@ def torch_case(me, npes):
                                                      expected.view(torch.uint8)), dtype
         # a strided view of it: the same view of the peer's copy
         column = shmem.peer_tensor(t[:, 1], right)
-        assert column.stride() == (5,) and torch.equal(column.cpu().view(torch.uint8),
-                                                       expected[:, 1].view(torch.uint8)), dtype
+        # (a byte view of a strided column needs a contiguous copy first)
+        assert column.stride() == (5,) and torch.equal(
+            column.cpu().contiguous().view(torch.uint8),
+            expected[:, 1].contiguous().view(torch.uint8)), dtype
         shmem.barrier_all()
         shmem.free(t)
     print(f"PE {me}: torch dtypes ok", flush=True)
