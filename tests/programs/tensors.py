@@ -14,6 +14,13 @@ from numba import cuda
 import numba_shmem as shmem
 
 
+def say(*parts):
+    """One line in one write (print writes the line and its end apart: the
+    PEs' lines would interleave where stdout is unbuffered)."""
+    sys.stdout.write(" ".join(map(str, parts)) + "\n")
+    sys.stdout.flush()
+
+
 @cuda.jit
 def put_right(dest, source, pe):
     shmem.put_block(dest, source, pe)
@@ -45,7 +52,7 @@ def torch_case(me, npes):
             expected[:, 1].contiguous().view(torch.uint8)), dtype
         shmem.barrier_all()
         shmem.free(t)
-    print(f"PE {me}: torch dtypes ok", flush=True)
+    say(f"PE {me}: torch dtypes ok")
 
     # writes into a neighbour's copy, seen there after a barrier
     t = shmem.tensor(64, torch.float32)
@@ -56,7 +63,7 @@ def torch_case(me, npes):
     shmem.barrier_all()
     assert t[right % 64].item() == right + 1, t
     shmem.free(t)
-    print(f"PE {me}: torch peer writes ok", flush=True)
+    say(f"PE {me}: torch peer writes ok")
 
     # a kernel moves a bfloat16 tensor's bytes, seen as int16
     if t.is_cuda:
@@ -70,7 +77,7 @@ def torch_case(me, npes):
         expected = torch.arange(1000, device=dest.device).to(torch.bfloat16) + left
         assert torch.equal(dest, expected), dest
         shmem.free(dest)
-        print(f"PE {me}: torch bfloat16 through a kernel ok", flush=True)
+        say(f"PE {me}: torch bfloat16 through a kernel ok")
 
     # a tensor that is not on the heap, as dest
     plain = torch.zeros(8, device="cuda" if t.is_cuda else "cpu")
@@ -80,12 +87,12 @@ def torch_case(me, npes):
         try:
             call()
         except shmem.ShmemUsageError as exc:
-            print("EXPECTED", exc, flush=True)
+            say("EXPECTED", exc)
     for bad in (lambda: shmem.tensor(4, np.float32), lambda: shmem.tensor((2, -1))):
         try:
             bad()
         except shmem.ShmemUsageError as exc:
-            print("EXPECTED", exc, flush=True)
+            say("EXPECTED", exc)
 
 
 def cupy_case(me, npes):
@@ -113,14 +120,14 @@ def cupy_case(me, npes):
     shmem.barrier_all()
     assert int(a[right % 16]) == right + 1, a
     shmem.free(a)
-    print(f"PE {me}: cupy ok", flush=True)
+    say(f"PE {me}: cupy ok")
     plain = cupy.zeros(8, np.float32)
     for call in (lambda: shmem.put(plain, np.zeros(8, np.float32), right),
                  lambda: shmem.peer_cupy_array(plain, right)):
         try:
             call()
         except shmem.ShmemUsageError as exc:
-            print("EXPECTED", exc, flush=True)
+            say("EXPECTED", exc)
 
 
 def main():
