@@ -20,20 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _machine import mps_daemon
+
 HERE = Path(__file__).resolve().parent
-
-
-def _mps_for_one_gpu(jobdir):
-    """A started MPS daemon where both PEs will share one GPU, else None."""
-    from shmem_run import _gpus
-    from shmem_run._mps import MpsDaemon
-
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or _gpus.count() != 1 or \
-            _gpus.mps_control() is None or "CUDA_MPS_PIPE_DIRECTORY" in os.environ:
-        return None
-    daemon = MpsDaemon(_gpus.mps_control(), jobdir)
-    daemon.start()
-    return daemon
 
 
 def main():
@@ -47,7 +36,7 @@ def main():
     command = [mpiexec, *flags, "-n", "2", sys.executable, str(HERE / "proxy_pe.py"),
                str(args.max_bytes)]
     with tempfile.TemporaryDirectory() as jobdir:
-        daemon = _mps_for_one_gpu(jobdir)
+        daemon = mps_daemon(jobdir)
         try:
             run = subprocess.run(command, capture_output=True, text=True, timeout=1800,
                                  env={**env, **(daemon.env if daemon else {})})
