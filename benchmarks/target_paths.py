@@ -23,11 +23,21 @@ HERE = Path(__file__).resolve().parent
 
 
 def run(rounds, env=None):
-    done = subprocess.run([sys.executable, str(HERE / "target_paths_pe.py"), str(rounds)],
-                          capture_output=True, text=True, timeout=900, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"benchmark failed:\n{done.stdout}\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """One process's JSON: its rows and (unless it hung) its module-load checks."""
+    command = [sys.executable, str(HERE / "target_paths_pe.py"), str(rounds)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+        stdout, failed = done.stdout, done.returncode != 0 and done.stderr
+    except subprocess.TimeoutExpired as hung:
+        stdout, failed = hung.stdout or "", None
+        if isinstance(stdout, bytes):
+            stdout = stdout.decode()
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    if failed or not lines:
+        raise SystemExit(f"benchmark failed:\n{stdout}\n{failed}")
+    result = lines[0]
+    result["hazards"] = lines[1]["hazards"] if len(lines) > 1 else None
+    return result
 
 
 def main():
@@ -63,6 +73,22 @@ def main():
             line += f" {mid:>12.2f} ({low:.2f}-{high:.2f})".rjust(30) + \
                 f" {theirs['issue_us'][1]:>7.2f}"
         print(line)
+    for key in setups:
+        hazards = results[key]["hazards"]
+        print(f"{'alone' if key == 'alone' else 'under MPS'}: while the application's thread "
+              "loads a module and its kernel waits for the request:")
+        if hazards is None:
+            print("  the check hung (a driver call kept the interpreter): no figures")
+            continue
+        for h in hazards:
+            print(f"  {h['way']:50} {h['context']:>14}: "
+                  + (f"got through in {h['ms']:.1f} ms" if h["got_through"] else
+                     "blocked (the kernel had to give up)")
+                  + ("" if h["load_waited_for_the_kernel"] else
+                     " (the load did not wait for the kernel)"))
+    for key in setups:
+        for note in results[key]["notes"]:
+            print(f"{key}: {note}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

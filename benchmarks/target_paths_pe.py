@@ -1,6 +1,7 @@
 """One process of benchmarks/target_paths.py: each way a proxy thread can make
 a request seen by a kernel that waits for it, timed as a round trip, ``rounds``
-times. Prints one JSON line.
+times; then whether each gets through while the application's thread loads a
+module. Prints a JSON line for each part.
 
 A kernel of the application (one thread, in the primary context, on a stream
 of its own) waits for a flag in GPU memory mapped as the heap is (CUDA VMM) to
@@ -15,13 +16,15 @@ time is the 'issue' time.
 import ctypes
 import json
 import sys
+import threading
 import time
 
 import numpy as np
 from cuda.bindings import driver as cu
 
-#: spin(flag, echo, n): for i in 1..n, wait (acquire, system scope) for
-#: flag >= i, then store i to echo (release). service(inbox, flag, n): for i in
+#: spin(flag, echo, n, abort): for i in 1..n, wait (acquire, system scope)
+#: for flag >= i, then store i to echo (release); it returns early once the
+#: host sets abort. service(inbox, flag, n): for i in
 #: 1..n, wait for the host's word inbox >= i, then store it to flag: a
 #: resident kernel that applies what the proxy writes into mapped host memory.
 #: store(address, value): the one-thread kernel a proxy launches per request.
@@ -29,22 +32,29 @@ PTX = b"""
 .version 7.0
 .target sm_70
 .address_size 64
-.visible .entry spin(.param .u64 p0, .param .u64 p1, .param .u64 p2)
+.visible .entry spin(.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3)
 {
     .reg .b64 %rd<8>;
-    .reg .pred %p<3>;
+    .reg .pred %p<4>;
     ld.param.u64 %rd1, [p0];
     ld.param.u64 %rd2, [p1];
     ld.param.u64 %rd3, [p2];
+    ld.param.u64 %rd6, [p3];
     mov.u64 %rd4, 1;
 $WAIT:
     ld.acquire.sys.u64 %rd5, [%rd1];
-    setp.lt.u64 %p1, %rd5, %rd4;
-    @%p1 bra $WAIT;
+    setp.ge.u64 %p1, %rd5, %rd4;
+    @%p1 bra $SEEN;
+    ld.acquire.sys.u64 %rd7, [%rd6];
+    setp.ne.u64 %p3, %rd7, 0;
+    @%p3 bra $END;
+    bra $WAIT;
+$SEEN:
     st.release.sys.u64 [%rd2], %rd4;
     add.u64 %rd4, %rd4, 1;
     setp.le.u64 %p2, %rd4, %rd3;
     @%p2 bra $WAIT;
+$END:
     ret;
 }
 .visible .entry service(.param .u64 p0, .param .u64 p1, .param .u64 p2)
@@ -113,6 +123,33 @@ def percentile(samples, q):
     return sorted(samples)[round(q * (len(samples) - 1))] / 1e3
 
 
+def green_context(device):
+    """A green context on ``device`` with the smallest SM partition it allows,
+    its own stream and module: (context, stream, kernels), or the reason there
+    is none."""
+    try:
+        sms = check(cu.cuDeviceGetDevResource(
+            device, cu.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM))
+        groups, _count, _rest = check(cu.cuDevSmResourceSplitByCount(
+            1, sms, 0, getattr(sms.sm, "minSmPartitionSize", 0) or 8))
+        desc = check(cu.cuDevResourceGenerateDesc([groups[0]], 1))
+        green = check(cu.cuGreenCtxCreate(
+            desc, device, cu.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM))
+        context = check(cu.cuCtxFromGreenCtx(green))
+        check(cu.cuCtxSetCurrent(context))
+        stream = check(cu.cuGreenCtxStreamCreate(
+            green, cu.CUstream_flags.CU_STREAM_NON_BLOCKING, 0))
+        return context, stream, load_kernels()
+    except (RuntimeError, AttributeError, TypeError) as exc:
+        return f"no green context: {exc}"
+
+
+def load_kernels(ptx=PTX):
+    module = check(cu.cuModuleLoadData(ptx))
+    return {name: check(cu.cuModuleGetFunction(module, name.encode()))
+            for name in ("spin", "service", "store")}
+
+
 def main():
     rounds = int(sys.argv[1])
     check(cu.cuInit(0))
@@ -120,32 +157,33 @@ def main():
     primary = check(cu.cuDevicePrimaryCtxRetain(device))
     check(cu.cuCtxSetCurrent(primary))
     flag = vmm_flag(0)
-    # mapped host memory: the echo, a copy's source, the service kernel's inbox
+    # mapped host memory: the echo, a copy's source, the service kernel's
+    # inbox, the spinning kernel's abort word
     host = int(check(cu.cuMemHostAlloc(
         4096, cu.CU_MEMHOSTALLOC_PORTABLE | cu.CU_MEMHOSTALLOC_DEVICEMAP)))
     words = np.ctypeslib.as_array((ctypes.c_uint64 * 512).from_address(host))
+    words[:] = 0
     on_gpu = int(check(cu.cuMemHostGetDevicePointer(host, 0)))
-    echo, source, inbox = 0, 8, 16  # (word indices, a line apart)
+    echo, source, inbox, abort = 0, 8, 16, 24  # (word indices, a line apart)
     non_blocking = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
 
-    def load():
-        module = check(cu.cuModuleLoadData(PTX))
-        kernels = {name: check(cu.cuModuleGetFunction(module, name.encode()))
-                   for name in ("spin", "service", "store")}
-        return kernels, check(cu.cuStreamCreate(non_blocking))
-
-    kernels, app_stream = load()
-    service_stream = check(cu.cuStreamCreate(non_blocking))
-    proxy_stream = check(cu.cuStreamCreate(non_blocking))
-    # a context of the proxy's own, with its own module and stream
-    try:
+    kernels = load_kernels()
+    app_stream, service_stream, proxy_stream = (check(cu.cuStreamCreate(non_blocking))
+                                                for _ in range(3))
+    contexts = {"application's": (primary, proxy_stream, kernels)}
+    try:  # a context of the proxy's own, with its own module and stream
         own = check(cu.cuCtxCreate(None, 0, device))
     except TypeError:  # (cuda.bindings before 13)
         own = check(cu.cuCtxCreate(0, device))
-    own_kernels, own_stream = load()
+    contexts["own"] = (own, check(cu.cuStreamCreate(non_blocking)), load_kernels())
     check(cu.cuCtxSetCurrent(primary))
-    contexts = {"own": (own, own_stream, own_kernels),
-                "application's": (primary, proxy_stream, kernels)}
+    green = green_context(device)
+    check(cu.cuCtxSetCurrent(primary))
+    notes = []
+    if isinstance(green, str):
+        notes.append(green)
+    else:
+        contexts["green"] = green
 
     def copy(context):
         _, stream, _ = contexts[context]
@@ -175,18 +213,21 @@ def main():
     def service(i):
         words[inbox] = i
 
+    def start_waiting(n):
+        """The application's kernel, waiting for the flag to count to ``n``."""
+        check(cu.cuCtxSetCurrent(primary))
+        check(cu.cuMemsetD8(flag, 0, 8))
+        check(cu.cuCtxSynchronize())
+        words[echo] = words[abort] = 0
+        launch(kernels["spin"], app_stream, flag, on_gpu + 8 * echo, n, on_gpu + 8 * abort)
+
     rows = []
 
     def measure(name, context, deliver):
-        check(cu.cuCtxSetCurrent(primary))
-        check(cu.cuMemsetD8(flag, 0, 8))
-        check(cu.cuStreamSynchronize(app_stream))
-        check(cu.cuCtxSynchronize())
-        words[echo] = 0
+        start_waiting(rounds)
         if name.startswith("resident"):
             words[inbox] = 0
             launch(kernels["service"], service_stream, on_gpu + 8 * inbox, flag, rounds)
-        launch(kernels["spin"], app_stream, flag, on_gpu + 8 * echo, rounds)
         check(cu.cuCtxSetCurrent(contexts[context][0]))
         trips, issues = [], []
         deadline = time.monotonic() + 60
@@ -205,15 +246,61 @@ def main():
                      "round_trip_us": [percentile(trips, q) for q in (0.1, 0.5, 0.9)],
                      "issue_us": [percentile(issues, q) for q in (0.1, 0.5, 0.9)]})
 
-    for context in ("own", "application's"):
-        measure("copy engine (cuMemcpyHtoDAsync + synchronize)", context, copy(context))
-        measure("one-thread kernel (launch + synchronize)", context, kernel(context))
-        measure("stream memory op (cuStreamWriteValue64 + synchronize)", context,
-                write_value(context))
+    ways = {"copy": ("copy engine (cuMemcpyHtoDAsync + synchronize)", copy),
+            "kernel": ("one-thread kernel (launch + synchronize)", kernel),
+            "memop": ("stream memory op (cuStreamWriteValue64 + synchronize)", write_value)}
+    for context in contexts:
+        for name, way in ways.values():
+            measure(name, context, way(context))
     measure("resident kernel polling mapped host memory (a host store)", "application's",
             service)
+
     name = check(cu.cuDeviceGetName(64, device)).split(b"\0")[0].decode()
-    print(json.dumps({"device": name, "rounds": rounds, "rows": rows}), flush=True)
+    print(json.dumps({"device": name, "rounds": rounds, "rows": rows, "notes": notes}),
+          flush=True)
+
+    # While the application's thread loads a module and its kernel waits for
+    # a request, does the request get through from each context?
+    hazards = []
+    for context in contexts:
+        for key in ("copy", "kernel"):
+            start_waiting(1)
+            loaded, delivered = threading.Event(), threading.Event()
+
+            def load_module():
+                check(cu.cuCtxSetCurrent(primary))
+                check(cu.cuModuleLoadData(PTX.replace(b"entry store", b"entry other")))
+                loaded.set()
+
+            def deliver(context=context, key=key):
+                check(cu.cuCtxSetCurrent(contexts[context][0]))
+                ways[key][1](context)(1)
+                delivered.set()
+
+            loader = threading.Thread(target=load_module, daemon=True)
+            loader.start()
+            time.sleep(0.2)
+            load_waited = not loaded.is_set()
+            sender = threading.Thread(target=deliver, daemon=True)
+            t0 = time.perf_counter()
+            sender.start()
+            got_through = delivered.wait(2.0)
+            deadline = time.monotonic() + 0.1
+            while got_through and words[echo] < 1 and time.monotonic() < deadline:
+                pass
+            got_through = got_through and words[echo] >= 1
+            ms = (time.perf_counter() - t0) * 1e3 if got_through else None
+            if not got_through:
+                words[abort] = 1  # (the kernel gives up: the load and the call go on)
+            loader.join(10)
+            sender.join(10)
+            hazards.append({"context": context, "way": ways[key][0],
+                            "load_waited_for_the_kernel": load_waited,
+                            "got_through": bool(got_through),
+                            "ms": ms})
+    check(cu.cuCtxSetCurrent(primary))
+    check(cu.cuCtxSynchronize())
+    print(json.dumps({"hazards": hazards}), flush=True)
 
 
 if __name__ == "__main__":
