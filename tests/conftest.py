@@ -126,6 +126,24 @@ def shm_left(before, settle=2.0):
     return left
 
 
+@pytest.fixture
+def job_tmpdir():
+    """A TMPDIR of the test's own, short enough for the bootstraps' sockets
+    (so they make their private nshmem-* directories in it, not in /tmp, where
+    other jobs make theirs): check what a job left there with
+    ``nshmem_dirs(job_tmpdir)``."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="nt-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def nshmem_dirs(parent):
+    """The private nshmem-* directories in ``parent``."""
+    return {name for name in os.listdir(parent) if name.startswith("nshmem-")}
+
+
 def mpiexec():
     found = shutil.which("mpiexec")
     if found is None:

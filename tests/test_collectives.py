@@ -1,4 +1,5 @@
-"""Team collectives at block scope, against numpy, on both backends."""
+"""Team collectives (block, warp and thread scope, host and device), against numpy, on both
+backends; the samples built on them; their PTX."""
 
 import re
 

@@ -1,3 +1,6 @@
+"""The configuration read from NUMBA_SHMEM_* variables: defaults, sizes, and an
+error naming the variable for every bad value (no PEs, no launcher)."""
+
 import pytest
 
 from numba_shmem import Config, ShmemConfigError

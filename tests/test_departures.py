@@ -85,19 +85,23 @@ def test_a_pes_child_cannot_join_its_job():
 
 
 def test_entries_planted_under_the_jobs_prefix_break_nothing():
-    before = shm_entries()
+    before, job = shm_entries(), None
     try:
         result = shmem_run(2, PROGRAM, "plant", timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "Traceback" not in result.stderr
         assert "PE 0: job id on 0 command lines" in result.stdout
-        planted = shm_entries() - before
-        # what the job did not make is left alone; what it made is gone
+        job = re.search(r"PE 0: job (\S+)", result.stdout).group(1)
+        # what the job did not make is left alone; what it made is gone (this
+        # job's names only: other jobs may run beside the test)
+        planted = {name for name in shm_entries() - before
+                   if name.startswith(f"nshmem-{job}-")}
         assert {name.rsplit("-", 1)[1] for name in planted} == {"1", "planted"}
     finally:
         for name in shm_entries() - before:
-            path = os.path.join("/dev/shm", name)
-            shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+            if job is not None and name.startswith(f"nshmem-{job}-"):
+                path = os.path.join("/dev/shm", name)
+                shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
 
 
 @needs_gpu

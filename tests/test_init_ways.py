@@ -1,23 +1,18 @@
 """Jobs started without shmem-run: from a unique id the program hands around,
 under torchrun, on an MPI sub-communicator (test_bootstrap.py has MPI's world)."""
 
-import os
 import re
 import sys
 
 import pytest
 
-from conftest import BACKEND, PROGRAMS, python, run_hard, shm_entries, shm_left
+from conftest import BACKEND, PROGRAMS, nshmem_dirs, python, run_hard, shm_entries, shm_left
 
 from numba_shmem import _runtime
 from numba_shmem._bootstrap import _uid
 from numba_shmem._errors import ShmemUsageError
 
 _RING = re.compile(r"PE (\d+) of (\d+) received (\d+) \((.*)\)")
-
-
-def _nshmem_dirs():
-    return {name for name in os.listdir("/tmp") if name.startswith("nshmem-")}
 
 
 def _ring_lines(stdout):
@@ -32,14 +27,15 @@ def _env(extra=None):
 
 
 @pytest.mark.parametrize("npes", [2, 4])
-def test_a_unique_id_job_runs_the_ring(npes, mpi_gpu_env):
-    before, dirs = shm_entries(), _nshmem_dirs()
-    result = python("uid_job.py", "start", npes, timeout=180, env=_env(mpi_gpu_env))
+def test_a_unique_id_job_runs_the_ring(npes, mpi_gpu_env, job_tmpdir):
+    before = shm_entries()
+    result = python("uid_job.py", "start", npes, timeout=180,
+                    env=_env({**mpi_gpu_env, "TMPDIR": str(job_tmpdir)}))
     assert result.returncode == 0, result.stdout + result.stderr
     assert _ring_lines(result.stdout) == [
         (pe, npes, (pe - 1) % npes, f"unique id, local {pe}/{npes}") for pe in range(npes)]
     assert f"children exited {[0] * (npes - 1)}" in result.stdout
-    assert not shm_left(before) and not _nshmem_dirs() - dirs
+    assert not shm_left(before) and not nshmem_dirs(job_tmpdir)
 
 
 @pytest.mark.parametrize("case,error", [
@@ -52,13 +48,12 @@ def test_a_unique_id_job_runs_the_ring(npes, mpi_gpu_env):
     ("unreachable", "PE 1 error: ShmemBootstrapError: PE 1 could not reach rank 0's rendezvous "
                     "at 127.0.0.1:9 (from its unique id)"),
 ])
-def test_a_bad_unique_id_is_refused_leaving_nothing(case, error):
-    dirs = _nshmem_dirs()
-    result = python("uid_job.py", case, timeout=120, env=_env())
+def test_a_bad_unique_id_is_refused_leaving_nothing(case, error, job_tmpdir):
+    result = python("uid_job.py", case, timeout=120, env=_env({"TMPDIR": str(job_tmpdir)}))
     assert result.returncode == 0, result.stdout + result.stderr
     assert error in result.stdout, result.stdout + result.stderr
     assert "descriptors left: []" in result.stdout
-    assert not _nshmem_dirs() - dirs
+    assert not nshmem_dirs(job_tmpdir)
 
 
 def test_every_rank_must_pass_the_same_nranks():

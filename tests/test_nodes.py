@@ -4,16 +4,14 @@ shares no memory with the others), so that direct and proxied PEs mix in one
 program. On the GPU every PE runs on one GPU, shared through a private MPS
 daemon as shmem-run shares it."""
 
-import os
 import re
 import sys
 import time
 
 import pytest
 
-from conftest import (BACKEND, ROOT, mpiexec, mpiexec_job, run_hard, shm_entries,
+from conftest import (BACKEND, ROOT, mpiexec, mpiexec_job, nshmem_dirs, run_hard, shm_entries,
                       shm_left)
-from numba_shmem._bootstrap import _wire
 
 pytestmark = pytest.mark.mpi
 
@@ -228,28 +226,21 @@ def test_the_samples_run_unchanged_across_nodes():
     assert took == 4 * 16  # every token reached an expert, wherever it lives
 
 
-def _private_dirs():
-    """The MPI bootstrap's private directories (nshmem-*) where it makes them."""
-    return {name for name in os.listdir(_wire.socket_parent()) if name.startswith("nshmem-")}
-
-
-def test_a_pe_that_does_not_answer_is_an_error_naming_it_not_a_hang(tmp_path):
-    before = _private_dirs()
+def test_a_pe_that_does_not_answer_is_an_error_naming_it_not_a_hang(tmp_path, job_tmpdir):
     result = nodes_run(2, 1, "far_timeout.py", tmp_path / "done", timeout=120,
-                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "3"})
+                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "3", "TMPDIR": str(job_tmpdir)})
     found = re.search(r"PE 0 after (\d+) s: PE 0 waited 3 s in shmem.get for the answer from "
                       r"PE 1 through the proxy \(PEs on other nodes\)", result.stdout)
     assert found and int(found.group(1)) <= 10, result.stdout + result.stderr
-    assert _private_dirs() <= before  # both PEs left the usual way
+    assert not nshmem_dirs(job_tmpdir)  # both PEs left the usual way
 
 
-def test_a_proxy_thread_that_fails_says_so_and_stops_what_waits_for_it(tmp_path):
+def test_a_proxy_thread_that_fails_says_so_and_stops_what_waits_for_it(tmp_path, job_tmpdir):
     """PE 1's proxy raises applying PE 0's put: one line from PE 1 names the
     error, its next call toward another node fails naming it, and PE 0's
     quiet ends in the time-out naming PE 1; both leave the usual way."""
-    before = _private_dirs()
     result = nodes_run(2, 1, "proxy_fails.py", tmp_path / "done", timeout=120,
-                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "3"})
+                       env={"NUMBA_SHMEM_WAIT_TIMEOUT": "3", "TMPDIR": str(job_tmpdir)})
     output = result.stdout + result.stderr
     failure = "RuntimeError: the copy into the heap failed" if BACKEND == "cuda" else \
         "flock failed"
@@ -258,7 +249,7 @@ def test_a_proxy_thread_that_fails_says_so_and_stops_what_waits_for_it(tmp_path)
         in result.stdout, output
     assert "PE 0: PE 0 waited 3 s in shmem.quiet for its requests from PE 1 through the proxy" \
            in result.stdout, output
-    assert _private_dirs() <= before
+    assert not nshmem_dirs(job_tmpdir)
 
 
 @pytest.mark.parametrize("how", [
@@ -266,14 +257,14 @@ def test_a_proxy_thread_that_fails_says_so_and_stops_what_waits_for_it(tmp_path)
     pytest.param("SystemExit", marks=pytest.mark.skipif(
         sys.version_info < (3, 12), reason="a raised SystemExit's code is seen through "
         "sys.monitoring (Python 3.12); before, only sys.exit's"))])
-def test_a_pe_that_dies_ends_the_job_on_every_node_in_one_line(how):
+def test_a_pe_that_dies_ends_the_job_on_every_node_in_one_line(how, job_tmpdir):
     """An uncaught exception, sys.exit(3) or raise SystemExit(3) without
     finalize: the job ends at once with that code. Before: MPI_Finalize at
     its exit waited for the others, which waited in the barrier for it, until
     the wait time-out (300 s; for sys.exit(3) the job then exited 1)."""
-    before = _private_dirs()
     start = time.monotonic()
-    result = nodes_run(3, 1, "pe_dies.py", how, timeout=120, succeed=False)
+    result = nodes_run(3, 1, "pe_dies.py", how, timeout=120, succeed=False,
+                       env={"TMPDIR": str(job_tmpdir)})
     assert time.monotonic() - start < 60
     output = result.stdout + result.stderr
     if how == "raise":
@@ -286,4 +277,4 @@ def test_a_pe_that_dies_ends_the_job_on_every_node_in_one_line(how):
                "the MPI job (code 3)" in output, output
     assert "the barrier returned" not in output
     # the PEs that mpirun stopped removed their private directories first
-    assert _private_dirs() <= before
+    assert not nshmem_dirs(job_tmpdir)

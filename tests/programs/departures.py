@@ -171,6 +171,7 @@ def plant():
     me = shmem.my_pe()
     job = os.environ["SHMEM_RUN_JOBID"]
     if me == 0:
+        print(f"PE 0: job {job}", flush=True)
         os.mkdir(f"/dev/shm/nshmem-{job}-1")  # a name a PE used, now not removable as a file
         with open(f"/dev/shm/nshmem-{job}-planted", "w"):
             pass
