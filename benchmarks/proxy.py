@@ -1,8 +1,9 @@
 """Benchmark: the proxy (PEs on other nodes) against MPI between the same two
 ranks: put bandwidth, 4 KiB to 64 MiB, against mpi4py's Send/Recv and Put (a
-window of 16 messages, as osu_bw); p and put_signal round trips against a
-Send/Recv ping-pong (osu_latency); how fast a Python thread runs while the
-proxy is busy; p's per second from many threads.
+window of 16 messages, as osu_bw); p and put_signal round trips, a fetching
+atomic's and a host put + quiet's, against a Send/Recv ping-pong (osu_latency);
+how fast a Python thread runs while the proxy is busy; p's per second from many
+threads.
 
     python benchmarks/proxy.py [--max-bytes 67108864] [--json out.json]
 
@@ -74,6 +75,19 @@ def main():
           f"{r['put_signal_round_trip_s'] * 1e6:.1f} us; MPI Send/Recv {mpi:.1f} us "
           f"(ours - MPI's: {r['p_round_trip_s'] * 1e6 - mpi:.1f} and "
           f"{r['put_signal_round_trip_s'] * 1e6 - mpi:.1f} us)")
+    print(f"round trip of a fetching atomic (atomic_fetch_add from one kernel thread, 300 in one "
+          f"kernel): {r['fetch_add_round_trip_s'] * 1e6:.1f} us; of a host put of 8 bytes + quiet: "
+          f"{r['host_put_quiet_s'] * 1e6:.1f} us (ours - MPI's: "
+          f"{r['fetch_add_round_trip_s'] * 1e6 - mpi:.1f} and "
+          f"{r['host_put_quiet_s'] * 1e6 - mpi:.1f} us)")
+    for pe, c in enumerate(r.get("proxy_counters") or []):
+        calls = c["target_calls"]
+        print(f"PE {pe}'s proxy loop during the round trips ({c['seconds']:.1f} s): "
+              f"{c['loops']} turns, asleep {c['slept_ns'] / 1e9 / c['seconds']:.0%} of the time, "
+              f"{c['messages_sent']} messages sent, {c['request_batches_in']} batches of "
+              f"{c['requests_served']} requests served"
+              + (f", {calls} calls into the GPU's heap of {c['target_ns'] / calls / 1e3:.1f} us "
+                 "each" if calls else ""))
     print(f"a Python thread of PE 0 while PE 1's puts keep its proxy busy, against the proxy "
           f"idle (worst of 3 rounds of 1 s): {r['python_speed_ratio']:.2f} "
           f"({r['python_speed_busy'] / 1e6:.1f} against {r['python_speed_idle'] / 1e6:.1f} "

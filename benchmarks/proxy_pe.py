@@ -113,6 +113,48 @@ def shmem_round_trip(me, iters, kind):
     return run
 
 
+@cuda.jit
+def fetch_loop(counter, iters, other):
+    """``iters`` fetching atomics on PE ``other``, one after another."""
+    if cuda.grid(1) == 0:
+        for _ in range(iters):
+            shmem.atomic_fetch_add(counter, 1, other)
+
+
+def fetch_round_trip(me, counter, iters):
+    """Seconds per atomic_fetch_add on the other PE from one GPU thread of PE 0
+    (each waits for its answer), timed around one kernel that runs them all."""
+    def run():
+        shmem.barrier_all()
+        start = time.perf_counter()
+        if me == 0:
+            fetch_loop[1, 1](counter, iters, 1)
+            cuda.synchronize()
+        elapsed = time.perf_counter() - start
+        shmem.barrier_all()
+        return elapsed / iters
+    return run
+
+
+def host_put_round_trip(me, dest, iters):
+    """Seconds per host put of 8 bytes into the other PE and the quiet that
+    completes it (a round trip: the target answers once it has applied it)."""
+    word = np.ones(1, np.int64)
+    target = dest[:8].view(np.int64)
+
+    def run():
+        shmem.barrier_all()
+        start = time.perf_counter()
+        if me == 0:
+            for _ in range(iters):
+                shmem.put(target, word, 1)
+                shmem.quiet()
+        elapsed = time.perf_counter() - start
+        shmem.barrier_all()
+        return elapsed / iters
+    return run
+
+
 def mpi_round_trip(comm, me, iters):
     buf = np.zeros(1, np.uint64)
 
@@ -250,14 +292,24 @@ def main():
     if me == 1:  # the puts arrived whole
         assert (dest.copy_to_host() == source).all()
     iters = 300
+    counter = shmem.zeros(64, np.int64)
+    proxy = shmem._runtime.current().proxy
+    counted = getattr(proxy, "counters", None)  # (the compiled proxy's)
+    before, start = counted and counted(), time.perf_counter()
     for key, run in (("p_round_trip_s", shmem_round_trip(me, iters, 0)),
                      ("put_signal_round_trip_s", shmem_round_trip(me, iters, 1)),
+                     ("fetch_add_round_trip_s", fetch_round_trip(me, counter, iters)),
+                     ("host_put_quiet_s", host_put_round_trip(me, dest, iters)),
                      ("mpi_round_trip_s", mpi_round_trip(comm, me, iters))):
         results[key], results[key + "_rounds"] = best_of(ROUNDS, run)
+    if counted:  # each PE's proxy loop during the round trips
+        spent = time.perf_counter() - start
+        mine = {k: v - before[k] for k, v in counted().items()}
+        mine["seconds"] = spent
+        results["proxy_counters"] = comm.gather(mine, root=0)
     kept = [interpreter_kept(me, dest) for _ in range(ROUNDS)]
     results["python_speed_ratio"], results["python_speed_idle"], \
         results["python_speed_busy"] = min(kept)
-    counter = shmem.zeros(64, np.int64)
     rate = message_rate if results["backend"] == "sim" else kernel_message_rate
     for threads in (1, 8, 32):
         results[f"p_rate_{threads}_threads"] = best_of(ROUNDS, rate(me, counter, threads,

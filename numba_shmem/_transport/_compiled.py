@@ -362,6 +362,14 @@ class CompiledProxy:
         message = self._refusal_message(what, pe, code, offset, nbytes, reason, extent)
         raise ShmemUsageError(message + (f" (and {more} more refused requests)" if more else ""))
 
+    def counters(self):
+        """What the loop has done since it started (``_engine.COUNTERS``: its
+        turns, ns asleep, messages sent, batches of requests received and
+        their requests, and the calls into a GPU's heap and their ns), read
+        while it runs."""
+        ctl = self._state.ctl
+        return {name: int(ctl[word]) for name, word in _engine.COUNTERS.items()}
+
     def close(self):
         """Stop the loop once what it holds is sent (every PE has quieted and
         passed the finalize barrier before), free its communicator and the

@@ -83,10 +83,16 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 
 #: control words (Python sets STOP, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, the MPI
 #: library's handles and constants, and for a heap on a GPU ON_DEVICE and
-#: HEAP_BASE; the loop the rest)
+#: HEAP_BASE; the loop the rest, counters included)
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
-    HEAP_BASE, PENDING, CONTROL_WORDS = range(21)
+    HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
+    CONTROL_WORDS = range(28)
+#: the counters among them (what the loop has done since it started, for
+#: benchmarks: ``CompiledProxy.counters()``)
+COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "messages_sent": SENT,
+            "request_batches_in": BATCHES_IN, "requests_served": APPLIED,
+            "target_calls": TARGET_CALLS, "target_ns": TARGET_NS}
 #: what FAILED_CALL names
 CALLS = ("", "MPI_Isend", "MPI_Recv", "MPI_Iprobe", "MPI_Test", "MPI_Get_count",
          "a message larger than the receive buffer (a batch of another library?)",
@@ -273,6 +279,13 @@ def now_ns(s):
 
 
 @njit(nogil=True, cache=True)
+def target_call(s, began):
+    """Count one call of the target's functions, begun at ``began`` (ns)."""
+    s.ctl[TARGET_CALLS] += 1
+    s.ctl[TARGET_NS] += now_ns(s) - began
+
+
+@njit(nogil=True, cache=True)
 def pad(n):
     return (n + 7) & ~7
 
@@ -413,6 +426,7 @@ def send_buffer(s, b):
         s.ctl[FAILED_CALL] = 1
         return False
     s.bstate[b] = 2
+    s.ctl[SENT] += 1
     s.openb[pe, tag - TAG_REQ] = -1
     d = 0
     for j in range(s.nfollow[b]):
@@ -604,7 +618,10 @@ def answer(s, source, rid, reason, value, back, offset):
     start = s.fill[b] + _ANS_BYTES
     if inline_back and s.ctl[ON_DEVICE]:
         into = np.int64(s.pool[b].ctypes.data) + start
-        if s.copy_out(_arg(s.copy_out, 0, into), s.ctl[HEAP_BASE] + offset, inline_back) != 0:
+        began = now_ns(s)
+        rc = s.copy_out(_arg(s.copy_out, 0, into), s.ctl[HEAP_BASE] + offset, inline_back)
+        target_call(s, began)
+        if rc != 0:
             s.ctl[FAILED_CALL] = 11
             return False
     elif inline_back:
@@ -625,7 +642,10 @@ def apply_pending(s, source):
     order, and answer them. False if that or MPI failed."""
     n = s.ctl[PENDING]
     s.ctl[PENDING] = 0
-    if s.apply(_arg(s.apply, 0, np.int64(s.pend.ctypes.data)), n) != 0:
+    began = now_ns(s)
+    rc = s.apply(_arg(s.apply, 0, np.int64(s.pend.ctypes.data)), n)
+    target_call(s, began)
+    if rc != 0:
         s.ctl[FAILED_CALL] = 12
         return False
     for i in range(n):
@@ -643,6 +663,7 @@ def serve_batch(s, nbytes, source):
     record = s.inbox.view(np.int64)
     heap, extent, lockfd = s.heap, s.extent[0], s.ctl[LOCKFD]
     device, base = s.ctl[ON_DEVICE] != 0, s.ctl[HEAP_BASE]
+    s.ctl[BATCHES_IN] += 1
     while at < nbytes:
         w = at // 8
         rid, code, offset, arg, cond, inline = record[w], record[w + 1], \
@@ -652,6 +673,7 @@ def serve_batch(s, nbytes, source):
         data_at = at + _REQ_BYTES
         at = data_at + pad(inline)
         kind = code & 255
+        s.ctl[APPLIED] += 1
         reason = refusal(code, offset, arg, extent)
         if reason == 0 and kind == _PUT and not big and inline != arg:
             reason = MALFORMED
@@ -680,16 +702,22 @@ def serve_batch(s, nbytes, source):
             if s.recv(_arg(s.recv, 0, into), n, byte, source, TAG_DATA, comm, 0) != 0:
                 s.ctl[FAILED_CALL] = 2
                 return False
-            if reason == 0 and device and \
-                    s.copy_in(base + offset, _arg(s.copy_in, 1, into), n) != 0:
-                s.ctl[FAILED_CALL] = 10
-                return False
+            if reason == 0 and device:
+                began = now_ns(s)
+                rc = s.copy_in(base + offset, _arg(s.copy_in, 1, into), n)
+                target_call(s, began)
+                if rc != 0:
+                    s.ctl[FAILED_CALL] = 10
+                    return False
         value = extent if reason != 0 else 0  # (a refusal says how much is mapped)
         back = 0
         if reason == 0:
             if kind == _PUT and not big and device:
                 source_at = np.int64(s.inbox.ctypes.data) + data_at
-                if s.copy_in(base + offset, _arg(s.copy_in, 1, source_at), inline) != 0:
+                began = now_ns(s)
+                rc = s.copy_in(base + offset, _arg(s.copy_in, 1, source_at), inline)
+                target_call(s, began)
+                if rc != 0:
                     s.ctl[FAILED_CALL] = 10
                     return False
             elif kind == _PUT and not big:
@@ -841,6 +869,7 @@ def serve(s):
     sleep_us = 1
     while True:
         busy = False
+        s.ctl[LOOPS] += 1
         freed = reap(s)
         if freed < 0:
             return s.ctl[FAILED_CALL]
@@ -875,5 +904,6 @@ def serve(s):
                 s.timeout[1] = sleep_us * 1000
                 if s.ppoll(s.pollfd.ctypes.data, 1, s.timeout.ctypes.data, 0) > 0:
                     s.read(_arg(s.read, 0, s.ctl[WAKE_FD]), s.status.ctypes.data, 16)
+                s.ctl[SLEPT_NS] += now_ns(s) - now
             s.ctl[SLEEPING] = 0
             sleep_us = min(sleep_us * 2, s.ctl[SLEEP_US])
