@@ -84,8 +84,8 @@ def main():
         calls = c["target_calls"]
         print(f"PE {pe}'s proxy loop during the round trips ({c['seconds']:.1f} s): "
               f"{c['loops']} turns, asleep {c['slept_ns'] / 1e9 / c['seconds']:.0%} of the time, "
-              f"{c['messages_sent']} messages sent, {c['request_batches_in']} batches of "
-              f"{c['requests_served']} requests served"
+              f"{c['batches_sent']} batches sent, {c['request_batches_in']} batches of "
+              f"{c['requests_in']} requests received"
               + (f", {calls} calls into the GPU's heap of {c['target_ns'] / calls / 1e3:.1f} us "
                  "each" if calls else ""))
     print(f"a Python thread of PE 0 while PE 1's puts keep its proxy busy, against the proxy "

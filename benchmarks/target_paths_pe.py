@@ -237,6 +237,7 @@ def main():
             t1 = time.perf_counter_ns()
             while words[echo] < i:
                 if time.monotonic() > deadline:
+                    words[abort] = 1  # (the waiting kernel ends: the process can exit)
                     raise SystemExit(f"{name}: no echo of {i} within 60 s")
             trips.append(time.perf_counter_ns() - t0)
             issues.append(t1 - t0)

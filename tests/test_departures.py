@@ -88,10 +88,11 @@ def test_entries_planted_under_the_jobs_prefix_break_nothing():
     before, job = shm_entries(), None
     try:
         result = shmem_run(2, PROGRAM, "plant", timeout=120)
+        named = re.search(r"PE 0: job (\S+)", result.stdout)  # (first: the cleanup needs it)
+        job = named and named.group(1)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "Traceback" not in result.stderr
         assert "PE 0: job id on 0 command lines" in result.stdout
-        job = re.search(r"PE 0: job (\S+)", result.stdout).group(1)
         # what the job did not make is left alone; what it made is gone (this
         # job's names only: other jobs may run beside the test)
         planted = {name for name in shm_entries() - before
@@ -99,7 +100,7 @@ def test_entries_planted_under_the_jobs_prefix_break_nothing():
         assert {name.rsplit("-", 1)[1] for name in planted} == {"1", "planted"}
     finally:
         for name in shm_entries() - before:
-            if job is not None and name.startswith(f"nshmem-{job}-"):
+            if job and name.startswith(f"nshmem-{job}-"):
                 path = os.path.join("/dev/shm", name)
                 shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
 

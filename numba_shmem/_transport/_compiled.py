@@ -364,8 +364,9 @@ class CompiledProxy:
 
     def counters(self):
         """What the loop has done since it started (``_engine.COUNTERS``: its
-        turns, ns asleep, messages sent, batches of requests received and
-        their requests, and the calls into a GPU's heap and their ns), read
+        turns, ns asleep, batches sent (of requests or answers; DATA messages
+        not counted), batches of requests received and their requests, refused
+        ones included, and the calls into a GPU's heap and their ns), read
         while it runs."""
         ctl = self._state.ctl
         return {name: int(ctl[word]) for name, word in _engine.COUNTERS.items()}

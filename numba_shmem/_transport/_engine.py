@@ -90,8 +90,8 @@ STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_
     CONTROL_WORDS = range(28)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
-COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "messages_sent": SENT,
-            "request_batches_in": BATCHES_IN, "requests_served": APPLIED,
+COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
+            "request_batches_in": BATCHES_IN, "requests_in": APPLIED,
             "target_calls": TARGET_CALLS, "target_ns": TARGET_NS}
 #: what FAILED_CALL names
 CALLS = ("", "MPI_Isend", "MPI_Recv", "MPI_Iprobe", "MPI_Test", "MPI_Get_count",
