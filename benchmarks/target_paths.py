@@ -1,12 +1,12 @@
 """Benchmark: the ways a proxy can apply a request from another node to a GPU
 whose kernel waits for it, as round trips: the copy engine, a one-thread
-kernel, a stream memory operation (each from a context of the proxy's own, from
-the application's and from a green context), and a resident kernel polling
-mapped host memory (no CUDA call per request); then whether a copy and a launch
-from each context get through while the application's thread loads a module and
-its kernel waits for them. Run twice: one process alone on the GPU, as a PE
-with a GPU of its own (no MPS), and as a client of an MPS daemon, as PEs that
-share a GPU.
+kernel, stream memory operations (a write, an atomic add; each from a context
+of the proxy's own, from the application's and from a green context), and a
+resident kernel polling mapped host memory (no CUDA call per request); then
+whether each way from each context gets through while the application's thread
+loads a module and its kernel waits for them. Run twice: one process alone on
+the GPU, as a PE with a GPU of its own (no MPS), and as a client of an MPS
+daemon, as PEs that share a GPU.
 
     python benchmarks/target_paths.py [--rounds 2000] [--json out.json]
 """
@@ -89,7 +89,7 @@ def main():
             print(f"  the checks did not finish ({results[key]['unfinished']}): no figures")
             continue
         for h in hazards:
-            print(f"  {h['way']:50} {h['context']:>14}: "
+            print(f"  {h['way']:54} {h['context']:>14}: "
                   + (f"got through in {h['ms']:.1f} ms" if h["got_through"] else
                      "blocked (the kernel had to give up)")
                   + ("" if h["load_waited_for_the_kernel"] else
