@@ -286,6 +286,19 @@ def target_call(s, began):
 
 
 @njit(nogil=True, cache=True)
+def copy_into_heap(s, address, source, n):
+    """Copy ``n`` bytes from ``source`` (this process's memory) to ``address``
+    of a GPU's heap through the target, counted. False if the copy failed."""
+    began = now_ns(s)
+    rc = s.copy_in(address, _arg(s.copy_in, 1, source), n)
+    target_call(s, began)
+    if rc != 0:
+        s.ctl[FAILED_CALL] = 10
+        return False
+    return True
+
+
+@njit(nogil=True, cache=True)
 def pad(n):
     return (n + 7) & ~7
 
@@ -702,23 +715,14 @@ def serve_batch(s, nbytes, source):
             if s.recv(_arg(s.recv, 0, into), n, byte, source, TAG_DATA, comm, 0) != 0:
                 s.ctl[FAILED_CALL] = 2
                 return False
-            if reason == 0 and device:
-                began = now_ns(s)
-                rc = s.copy_in(base + offset, _arg(s.copy_in, 1, into), n)
-                target_call(s, began)
-                if rc != 0:
-                    s.ctl[FAILED_CALL] = 10
-                    return False
+            if reason == 0 and device and not copy_into_heap(s, base + offset, into, n):
+                return False
         value = extent if reason != 0 else 0  # (a refusal says how much is mapped)
         back = 0
         if reason == 0:
             if kind == _PUT and not big and device:
                 source_at = np.int64(s.inbox.ctypes.data) + data_at
-                began = now_ns(s)
-                rc = s.copy_in(base + offset, _arg(s.copy_in, 1, source_at), inline)
-                target_call(s, began)
-                if rc != 0:
-                    s.ctl[FAILED_CALL] = 10
+                if not copy_into_heap(s, base + offset, source_at, inline):
                     return False
             elif kind == _PUT and not big:
                 heap[offset:offset + inline] = s.inbox[data_at:data_at + inline]
