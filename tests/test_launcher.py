@@ -2,13 +2,11 @@
 
 import argparse
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -156,14 +154,14 @@ def test_timeout_stops_everything(tmp_path):
     assert not any(_alive(pid) for pid in _pids(tmp_path))
 
 
-def test_a_killed_launcher_leaves_nothing_behind(tmp_path):
+def test_a_killed_launcher_leaves_nothing_behind(tmp_path, job_tmpdir):
     """SIGKILL leaves shmem-run no chance to clean up: its PEs must die with it,
     and its janitor must stop the MPS daemon (PEs sharing a GPU) and remove the
     job's directory and any shared-memory segment left (the simulator's heaps)."""
     piddir = tmp_path / "pids"
     piddir.mkdir()
     # the job's directory goes into TMPDIR only if its path is short
-    tmpdir = Path(tempfile.mkdtemp(prefix="sr-", dir="/tmp"))
+    tmpdir = job_tmpdir
     before = shm_entries()
     proc = subprocess.Popen(
         [sys.executable, "-m", "shmem_run", "-n", "2", str(ROOT / "tests/programs/exits.py"),
@@ -197,7 +195,6 @@ def test_a_killed_launcher_leaves_nothing_behind(tmp_path):
                 pass
         if proc.poll() is None:
             proc.kill()
-        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def test_the_job_directory_stays_short_for_unix_sockets(monkeypatch, tmp_path):
