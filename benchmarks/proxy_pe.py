@@ -29,19 +29,25 @@ def best_of(rounds, run):
     return min(times), times
 
 
+def on_pe0(me, work):
+    """Seconds PE 0 takes to run ``work()``, between two barriers of every PE
+    (the others only wait)."""
+    shmem.barrier_all()
+    start = time.perf_counter()
+    if me == 0:
+        work()
+    elapsed = time.perf_counter() - start
+    shmem.barrier_all()
+    return elapsed
+
+
 def shmem_bandwidth(me, dest, source, size):
     """Seconds for WINDOW puts of ``size`` bytes into PE 1 and their quiet."""
-    def run():
-        shmem.barrier_all()
-        start = time.perf_counter()
-        if me == 0:
-            for _ in range(WINDOW):
-                shmem.put(dest[:size], source[:size], 1)
-            shmem.quiet()
-        elapsed = time.perf_counter() - start
-        shmem.barrier_all()
-        return elapsed
-    return run
+    def puts():
+        for _ in range(WINDOW):
+            shmem.put(dest[:size], source[:size], 1)
+        shmem.quiet()
+    return lambda: on_pe0(me, puts)
 
 
 def mpi_bandwidth(comm, me, buf, size, one_sided, win):
@@ -124,16 +130,10 @@ def fetch_loop(counter, iters, other):
 def fetch_round_trip(me, counter, iters):
     """Seconds per atomic_fetch_add on the other PE from one GPU thread of PE 0
     (each waits for its answer), timed around one kernel that runs them all."""
-    def run():
-        shmem.barrier_all()
-        start = time.perf_counter()
-        if me == 0:
-            fetch_loop[1, 1](counter, iters, 1)
-            cuda.synchronize()
-        elapsed = time.perf_counter() - start
-        shmem.barrier_all()
-        return elapsed / iters
-    return run
+    def fetches():
+        fetch_loop[1, 1](counter, iters, 1)
+        cuda.synchronize()
+    return lambda: on_pe0(me, fetches) / iters
 
 
 def host_put_round_trip(me, dest, iters):
@@ -142,17 +142,11 @@ def host_put_round_trip(me, dest, iters):
     word = np.ones(1, np.int64)
     target = dest[:8].view(np.int64)
 
-    def run():
-        shmem.barrier_all()
-        start = time.perf_counter()
-        if me == 0:
-            for _ in range(iters):
-                shmem.put(target, word, 1)
-                shmem.quiet()
-        elapsed = time.perf_counter() - start
-        shmem.barrier_all()
-        return elapsed / iters
-    return run
+    def puts():
+        for _ in range(iters):
+            shmem.put(target, word, 1)
+            shmem.quiet()
+    return lambda: on_pe0(me, puts) / iters
 
 
 def mpi_round_trip(comm, me, iters):
@@ -186,38 +180,27 @@ def p_many(counter, per_thread):
 def kernel_message_rate(me, counter, threads, per_thread):
     """On the GPU: p's per second from ``threads`` GPU threads of PE 0 (one
     block), quiet included, timed around the kernel."""
-    def run():
-        shmem.barrier_all()
-        start = time.perf_counter()
-        if me == 0:
-            p_many[1, threads](counter, per_thread)
-            cuda.synchronize()
-        elapsed = time.perf_counter() - start
-        shmem.barrier_all()
-        return threads * per_thread / elapsed
-    return run
+    def kernel():
+        p_many[1, threads](counter, per_thread)
+        cuda.synchronize()
+    return lambda: threads * per_thread / on_pe0(me, kernel)
 
 
 def message_rate(me, counter, threads, per_thread):
     """On the simulator: p's per second from ``threads`` host threads of PE 0
     into PE 1 (the simulator's device functions are Python), quiet included."""
-    def run():
-        shmem.barrier_all()
-        start = time.perf_counter()
-        if me == 0:
-            def work(t):
-                for i in range(per_thread):
-                    shmem.p(counter[t:t + 1], i, 1)
-            pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-            for thread in pool:
-                thread.start()
-            for thread in pool:
-                thread.join()
-            shmem.quiet()
-        elapsed = time.perf_counter() - start
-        shmem.barrier_all()
-        return threads * per_thread / elapsed
-    return run
+    def work(t):
+        for i in range(per_thread):
+            shmem.p(counter[t:t + 1], i, 1)
+
+    def threaded():
+        pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+        shmem.quiet()
+    return lambda: threads * per_thread / on_pe0(me, threaded)
 
 
 def python_speed(seconds):
