@@ -87,7 +87,9 @@ def main():
               f"{c['batches_sent']} batches sent, {c['request_batches_in']} batches of "
               f"{c['requests_in']} requests received"
               + (f", {calls} calls into the GPU's heap of {c['target_ns'] / calls / 1e3:.1f} us "
-                 "each" if calls else ""))
+                 "each" if calls else "")
+              + (f" ({c['memop_batches']} batches of atomics and signals as stream memory "
+                 f"operations, {c['kernel_batches']} by a kernel)" if "memop_batches" in c else ""))
     print(f"a Python thread of PE 0 while PE 1's puts keep its proxy busy, against the proxy "
           f"idle (worst of 3 rounds of 1 s): {r['python_speed_ratio']:.2f} "
           f"({r['python_speed_busy'] / 1e6:.1f} against {r['python_speed_idle'] / 1e6:.1f} "

@@ -265,7 +265,7 @@ def _compiled_gpu_proxy(runtime):
                              runtime.config.wait_timeout, runtime.config.debug, device=device,
                              stop_waiters=runtime.stop_device_waits, busy_poll=0.01,
                              target=target.target, attach=target.attach, pin=target.pin,
-                             release=target.close)
+                             release=target.close, target_counts=target.counts)
     except BaseException:
         os.close(lockfd)
         target.close()

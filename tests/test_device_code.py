@@ -93,3 +93,16 @@ def test_the_proxy_applies_every_atomic_and_signal_with_a_kernel_that_assembles(
     done = subprocess.run([ptxas, "-arch=sm_90", str(path), "-o", str(tmp_path / "t.cubin")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("reductions", [0, 1])
+def test_the_compiled_target_applies_batches_as_stream_memory_operations_where_it_can(
+        reductions):
+    """A batch of signals that set or add, p's and atomics that set, add, and,
+    or and fetch nothing goes as one cuStreamBatchMemOp (reductions only where
+    the GPU has them), each operation laid out as cuda.bindings lays it out;
+    one record of another kind sends the batch to the kernel. The driver is
+    faked (tests/programs/target_memops.py), so no GPU is needed."""
+    result = python("target_memops.py", reductions, env={"NUMBA_SHMEM_BACKEND": "cuda"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "ok"

@@ -27,6 +27,7 @@ import ctypes
 import numpy as np
 
 from .._transport import _ring
+from .._errors import ShmemDriverError
 from .._resources import UndoStack
 from ._driver import call, cu
 from ._enqueue import _check
@@ -289,13 +290,85 @@ def _batch_source():
             "    bra $LOOP;\n$END:\n    ret;\n}\n").encode()
 
 
+#: a stream memory operation (``cuStreamBatchMemOp``'s parameters): 48 bytes
+MEMOP_WORDS = 6
+#: the operations the target applies that way: writes of 4 and 8 bytes, then
+#: atomic reductions (add, and, or) of 4 and 8 bytes
+MEMOPS = ("write32", "write64", "add32", "add64", "and32", "and64", "or32", "or64")
+_ADDRESS_MARK, _VALUE_MARK = 0x1111_1111_1111_1110, 0x2222_2222_2222_2222
+
+
+def _memop_templates():
+    """Each of MEMOPS as cuda.bindings lays it out (``MEMOP_WORDS`` uint64
+    words, address and value marked), and where its address and value go: the
+    layout is the driver header's, read from the binding instead of
+    hard-coded. A binding without reductions: their rows stay zero."""
+    templates = np.zeros((len(MEMOPS), MEMOP_WORDS), np.uint64)
+    where = np.full((len(MEMOPS), 2), -1, np.int64)
+    for k, name in enumerate(MEMOPS):
+        kind, bits = name[:-2], int(name[-2:])
+        op = cu.CUstreamBatchMemOpParams()
+        if kind == "write":
+            op.operation = op.writeValue.operation = getattr(
+                cu.CUstreamBatchMemOpType, f"CU_STREAM_MEM_OP_WRITE_VALUE_{bits}")
+            op.writeValue.address = _ADDRESS_MARK
+            op.writeValue.value64 = _VALUE_MARK
+            op.writeValue.flags = 0  # a system-wide fence first: what came before is seen
+        else:
+            try:
+                reduction = cu.CUstreamBatchMemOpType.CU_STREAM_MEM_OP_ATOMIC_REDUCTION
+                how = getattr(cu.CUstreamAtomicReductionOpType,
+                              f"CU_STREAM_ATOMIC_REDUCTION_OP_{kind.upper()}")
+                width = getattr(cu.CUstreamAtomicReductionDataType,
+                                f"CU_STREAM_ATOMIC_REDUCTION_UNSIGNED_{bits}")
+            except AttributeError:
+                continue
+            op.operation = op.atomicReduction.operation = reduction
+            op.atomicReduction.flags = 0
+            op.atomicReduction.reductionOp = how
+            op.atomicReduction.dataType = width
+            op.atomicReduction.address = _ADDRESS_MARK
+            op.atomicReduction.value = _VALUE_MARK
+        raw = np.frombuffer(ctypes.string_at(op.getPtr(), 8 * MEMOP_WORDS), np.uint64)
+        address = np.flatnonzero(raw == _ADDRESS_MARK)
+        value = np.flatnonzero(raw == _VALUE_MARK)
+        assert len(address) == 1 and len(value) == 1, (name, raw)
+        templates[k] = raw
+        templates[k, address[0]] = templates[k, value[0]] = 0
+        where[k] = address[0], value[0]
+    return templates, where
+
+
+def _memops_supported(device):
+    """(writes, reductions): whether this GPU and driver take stream memory
+    operations that write 4 and 8 bytes, and atomic reductions."""
+    def attribute(name):
+        value = getattr(cu.CUdevice_attribute, name, None)
+        if value is None:
+            return 0
+        try:
+            return call("cuDeviceGetAttribute", value, device)
+        except ShmemDriverError:  # (a driver older than the attribute)
+            return 0
+    return (bool(attribute("CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS")),
+            bool(attribute("CU_DEVICE_ATTRIBUTE_ATOMIC_REDUCTION_SUPPORTED")))
+
+
 class FunctionTarget:
     """The compiled proxy's way to this PE's heap on the GPU
     (``_transport._engine.Target``, ``target``): in a context of its own (see
-    above), on a stream of its own, data with the copy engine and atomics and
-    signals with one launch of ``apply_batch`` per batch, each complete (the
-    stream synchronized) before the function returns. ``attach()`` makes the
-    context current on the proxy's thread; ``close()`` releases it all."""
+    above), on a stream of its own, data with the copy engine, and each batch
+    of atomics and signals either as stream memory operations (writes and
+    atomic reductions, one ``cuStreamBatchMemOp``), where every one of them is
+    such (signals that set or add, ``p``, atomics that set, add, and or or and
+    fetch nothing), or else with one launch of ``apply_batch``. Each call is
+    complete (the stream synchronized) before it returns. Stream memory
+    operations are the way that does not wait for a time slice: on a GPU
+    where the application's kernel runs and no MPS daemon shares it, a copy or
+    a launch from another context waits for the application's slice to end
+    (milliseconds), a stream memory operation does not. ``attach()`` makes the
+    context current on the proxy's thread; ``close()`` releases it all;
+    ``counts()`` says how many batches went each way."""
 
     def __init__(self, heap):
         from .._transport import _engine
@@ -308,18 +381,26 @@ class FunctionTarget:
                             b"apply_batch")
             call("cuFuncLoad", function)
             words = _engine.PEND_MAX * _engine.PEND_WORDS
-            return (stream, function, *_host_buffer(self._undo, 8 * words))
+            return (stream, function, *_host_buffer(self._undo, 8 * words),
+                    _memops_supported(call("cuCtxGetDevice")))
 
         try:
-            self._context, (stream, function, pend, device_pend) = _own_context(self._undo,
-                                                                                 load)
+            self._context, (stream, function, pend, device_pend, (writes, reductions)) = \
+                _own_context(self._undo, load)
             # the kernel's two parameters, and the pointers to them cuLaunchKernel takes
             self._args = (ctypes.c_uint64 * 2)(device_pend, 0)
             self._params = (ctypes.c_void_p * 2)(ctypes.addressof(self._args),
                                                  ctypes.addressof(self._args) + 8)
+            # a batch's stream memory operations, and how many batches went each way
+            self._memops = np.zeros((_engine.PEND_MAX, MEMOP_WORDS), np.uint64)
+            self._counts = np.zeros(2, np.int64)
+            templates, where = _memop_templates()
+            if not reductions:
+                where[2:] = -1
             copy_in, copy_out, apply = _functions(
-                int(stream), int(function), ctypes.addressof(self._params),
-                ctypes.addressof(self._args) + 8)
+                _driver(), int(stream), int(function), ctypes.addressof(self._params),
+                ctypes.addressof(self._args) + 8, self._memops.ctypes.data if writes else 0,
+                templates, where, self._counts.ctypes.data)
             self._keep = (copy_in, copy_out, apply)
             self.target = _engine.Target(
                 _engine.COPY_IN(copy_in.address), _engine.COPY_OUT(copy_out.address),
@@ -328,6 +409,12 @@ class FunctionTarget:
         except BaseException:
             self._undo.unwind()
             raise
+        self.memops = [name for k, name in enumerate(MEMOPS) if writes and where[k, 0] >= 0]
+
+    def counts(self):
+        """Batches of atomics and signals applied so far: (as stream memory
+        operations, by launching ``apply_batch``)."""
+        return int(self._counts[0]), int(self._counts[1])
 
     def attach(self):
         call("cuCtxSetCurrent", self._context)
@@ -349,20 +436,46 @@ class FunctionTarget:
         self._undo.unwind()
 
 
-def _functions(stream, function, params, count_at):
-    """The Target's C functions (numba cfuncs) for ``stream`` and the
+#: the driver's C functions the target calls, as ctypes types
+_U64, _U32, _I32 = ctypes.c_uint64, ctypes.c_uint, ctypes.c_int
+DRIVER = {"cuMemcpyHtoDAsync_v2": ctypes.CFUNCTYPE(_I32, _U64, _U64, _U64, _U64),
+          "cuMemcpyDtoHAsync_v2": ctypes.CFUNCTYPE(_I32, _U64, _U64, _U64, _U64),
+          "cuStreamSynchronize": ctypes.CFUNCTYPE(_I32, _U64),
+          "cuLaunchKernel": ctypes.CFUNCTYPE(_I32, _U64, _U32, _U32, _U32, _U32, _U32, _U32,
+                                             _U32, _U64, _U64, _U64),
+          "cuStreamBatchMemOp_v2": ctypes.CFUNCTYPE(_I32, _U64, _U32, _U64, _U32)}
+
+
+def _driver():
+    """DRIVER's functions from libcuda, in its order."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    return tuple(kind((name, lib)) for name, kind in DRIVER.items())
+
+
+def _functions(driver, stream, function, params, count_at, memops_at, templates, where,
+               counts_at):
+    """The Target's C functions (numba cfuncs), calling ``driver`` (DRIVER's
+    functions, in its order), for ``stream`` and the
     ``apply_batch`` kernel ``function``, launched with the parameter pointers
-    at ``params``; ``count_at`` is where its record count goes."""
-    from numba import cfunc, types
+    at ``params``; ``count_at`` is where its record count goes. A batch goes
+    as stream memory operations, built at ``memops_at`` (0: never) from
+    ``templates`` (``_memop_templates``, ``where`` -1 for those the GPU does
+    not take), where each of its records is one; ``counts_at`` counts the
+    batches each way."""
+    from numba import carray, cfunc, njit, types
     from numba.core.extending import intrinsic
 
-    cuda_lib = ctypes.CDLL("libcuda.so.1")
-    u64, u32, i32 = ctypes.c_uint64, ctypes.c_uint, ctypes.c_int
-    htod = ctypes.CFUNCTYPE(i32, u64, u64, u64, u64)(("cuMemcpyHtoDAsync_v2", cuda_lib))
-    dtoh = ctypes.CFUNCTYPE(i32, u64, u64, u64, u64)(("cuMemcpyDtoHAsync_v2", cuda_lib))
-    synchronize = ctypes.CFUNCTYPE(i32, u64)(("cuStreamSynchronize", cuda_lib))
-    launch = ctypes.CFUNCTYPE(i32, u64, u32, u32, u32, u32, u32, u32, u32, u64, u64, u64)(
-        ("cuLaunchKernel", cuda_lib))
+    htod, dtoh, synchronize, launch, batch = driver
+    kinds = (_ring.SIGNAL, _ring.ATOMIC)
+
+    @intrinsic
+    def pointer(typingctx, address, like):
+        """``address`` as a pointer to values of ``like``'s type."""
+        target = types.CPointer(like)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(target))
+        return target(address, like), codegen
 
     @intrinsic
     def store(typingctx, address, value):
@@ -385,10 +498,52 @@ def _functions(stream, function, params, count_at):
         rc = dtoh(dst, src, n, stream)
         return rc if rc != 0 else synchronize(stream)
 
+    @njit
+    def memop(code):
+        """The MEMOPS index of a record's operation, or -1 (it fetches, or is
+        an operation no stream memory operation does)."""
+        kind, dtype, op = code & 255, (code >> 8) & 255, (code >> 16) & 255
+        if kind == kinds[0]:  # a signal: set, add (max: no)
+            k = 1 if op == 0 else 3 if op == 1 else -1
+        elif kind == kinds[1] and (code >> 24) & 1 == 0:
+            wide = 0 if dtype == 0 or dtype == 1 or dtype == 4 else 1
+            if op == 1:  # set: the bits, of any type
+                k = wide
+            elif dtype <= 3 and op >= 4 and op <= 6:  # add, and, or on integers
+                k = 2 * (op - 3) + wide
+            else:
+                k = -1
+        else:
+            k = -1
+        return k if k >= 0 and where[k, 0] >= 0 else -1
+
+    @njit
+    def as_memops(records, n):
+        """Build the batch's stream memory operations; False if one record is
+        not such an operation."""
+        out = carray(pointer(np.uint64(memops_at), np.uint64(0)), (n, templates.shape[1]))
+        for i in range(n):
+            k = memop(records[i, 1])
+            if k < 0:
+                return False
+            out[i, :] = templates[k]
+            out[i, where[k, 0]] = np.uint64(records[i, 0])
+            value = np.uint64(records[i, 2])
+            out[i, where[k, 1]] = value if k % 2 == 1 else value & np.uint64(0xFFFFFFFF)
+            records[i, 4] = 0
+        return True
+
     @cfunc(types.int32(types.uint64, types.int64))
-    def apply(records, n):
-        store(np.uint64(count_at), n)
-        rc = launch(function, 1, 1, 1, 1, 1, 1, 0, stream, params, 0)
+    def apply(address, n):
+        records = carray(pointer(address, np.int64(0)), (n, 5))
+        counts = carray(pointer(np.uint64(counts_at), np.int64(0)), 2)
+        if memops_at != 0 and as_memops(records, n):
+            counts[0] += 1
+            rc = batch(stream, n, memops_at, 0)
+        else:
+            counts[1] += 1
+            store(np.uint64(count_at), n)
+            rc = launch(function, 1, 1, 1, 1, 1, 1, 0, stream, params, 0)
         return rc if rc != 0 else synchronize(stream)
 
     return copy_in, copy_out, apply

@@ -57,11 +57,13 @@ class CompiledProxy:
     when the proxy closes, once its loop has stopped. ``stop_waiters()``, if
     given, is called when the loop fails. For ``busy_poll`` seconds after its
     last work the loop polls without sleeping; then it sleeps, up to
-    ``max_sleep`` seconds at a time."""
+    ``max_sleep`` seconds at a time. ``target_counts()``, if given, says how
+    many batches of atomics and signals the target applied each way (stream
+    memory operations, a kernel), for ``counters``."""
 
     def __init__(self, bootstrap, heap, extent, lockfd, wait_timeout, debug=False,
                  device=None, stop_waiters=None, busy_poll=0.0, max_sleep=100e-6,
-                 target=None, attach=None, pin=None, release=None):
+                 target=None, attach=None, pin=None, release=None, target_counts=None):
         from mpi4py import MPI
 
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
@@ -75,6 +77,7 @@ class CompiledProxy:
         self._device = device
         self._stop_waiters = stop_waiters
         self._target, self._attach = target, attach
+        self._target_counts = target_counts
         # a GPU's heap answers a get from a slot's staging (one copy out of it)
         self._get_piece = _CHUNK if target is not None else _engine.PIECE
         self._lock = threading.Lock()  # host posts, one at a time

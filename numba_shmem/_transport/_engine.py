@@ -259,6 +259,10 @@ _PUT, _GET, _ATOMIC, _SIGNAL = _ring.PUT, _ring.GET, _ring.ATOMIC, \
 _SIGNAL_MAX = _ring.SIGNAL_MAX
 #: the request kinds, for a Target's ``apply``
 ATOMIC_KIND, SIGNAL_KIND = _ATOMIC, _SIGNAL
+#: a put of one aligned word of 4 or 8 bytes goes to a GPU's heap as this
+#: atomic (set, fetching nothing): with the atomics and signals around it
+_P32 = _ring.code(_ATOMIC, _ring.DTYPES.index("uint32"), _ring.ATOMIC_OPS.index("set"))
+_P64 = _ring.code(_ATOMIC, _ring.DTYPES.index("uint64"), _ring.ATOMIC_OPS.index("set"))
 _REQ_BYTES, _ANS_BYTES = 8 * REQ_WORDS, 8 * ANS_WORDS
 
 
@@ -692,13 +696,20 @@ def serve_batch(s, nbytes, source):
             reason = MALFORMED
         if device and reason == 0 and ((kind == _GET and arg > _CHUNK) or (big and arg > PIECE)):
             reason = MALFORMED  # (the origins of a job on GPUs ask for no more)
-        if device and reason == 0 and (kind == _ATOMIC or kind == _SIGNAL):
+        word = device and reason == 0 and kind == _PUT and not big and (arg == 4 or arg == 8) \
+            and offset % arg == 0
+        if device and reason == 0 and (kind == _ATOMIC or kind == _SIGNAL or word):
             # applied with the next ones, before the next request of another kind
+            # (a put of one aligned word, a p, as an atomic set of its bits)
             k = s.ctl[PENDING]
             s.pend[k, 0] = base + offset
             s.pend[k, 1] = code
             s.pend[k, 2] = arg
             s.pend[k, 3] = cond
+            if word:
+                s.pend[k, 1] = _P32 if arg == 4 else _P64
+                s.pend[k, 2] = s.inbox[data_at:data_at + 8].view(np.int64)[0] if arg == 8 \
+                    else np.int64(s.inbox[data_at:data_at + 4].view(np.uint32)[0])
             s.pend[k, 4] = 0
             s.prid[k] = rid
             s.ctl[PENDING] = k + 1

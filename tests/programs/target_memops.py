@@ -1,0 +1,108 @@
+"""Drive the compiled proxy's target functions (_cuda/_target.py) with a fake
+driver (ctypes callbacks that record their calls) and check which batches go
+as stream memory operations, and how each operation is laid out. No GPU needed.
+
+    python target_memops.py REDUCTIONS(0|1)
+"""
+
+import ctypes
+import sys
+
+import numpy as np
+
+from numba_shmem._cuda import _target
+from numba_shmem._transport import _engine, _ring
+
+reductions = sys.argv[1] == "1"
+calls = []
+
+
+def recorder(name):
+    def record(*args):
+        if name == "cuStreamBatchMemOp_v2":  # the operations are read at the call
+            stream, count, params, flags = args
+            words = np.ctypeslib.as_array((ctypes.c_uint64 * (count * 6)).from_address(params))
+            calls.append((name, args, words.reshape(count, 6).copy()))
+        else:
+            calls.append((name, args, None))
+        return 0
+    return record
+
+
+fake = tuple(kind(recorder(name)) for name, kind in _target.DRIVER.items())
+templates, where = _target._memop_templates()
+if not reductions:
+    where[2:] = -1
+memops = np.zeros((_engine.PEND_MAX, _target.MEMOP_WORDS), np.uint64)
+count = np.zeros(1, np.int64)
+counts = np.zeros(2, np.int64)
+functions = _target._functions(fake, 7, 9, 1234, count.ctypes.data, memops.ctypes.data,
+                               templates, where, counts.ctypes.data)
+apply = _engine.APPLY(functions[2].address)
+pend = np.zeros((_engine.PEND_MAX, _engine.PEND_WORDS), np.int64)
+
+SET, ADD, MAX = 0, 1, _ring.SIGNAL_MAX
+U32, I64, F64 = _ring.DTYPES.index("uint32"), _ring.DTYPES.index("int64"), \
+    _ring.DTYPES.index("float64")
+OP = {name: k for k, name in enumerate(_ring.ATOMIC_OPS)}
+
+
+def run(records):
+    """Apply ``records`` (address, code, value); the calls it made."""
+    del calls[:]
+    pend[:len(records), :3] = records
+    pend[:len(records), 3:] = 0
+    assert apply(pend.ctypes.data, len(records)) == 0
+    return [(name, args, words) for name, args, words in calls]
+
+
+def signal(op, address, value):
+    return address, _ring.code(_ring.SIGNAL, 0, op), value
+
+
+def atomic(dtype, op, address, value, fetch=0):
+    return address, _ring.code(_ring.ATOMIC, dtype, OP[op], fetch), value
+
+
+# writes: a signal set, a p of 8 and of 4 bytes (an atomic set of its width)
+done = run([signal(SET, 0x1000, 5), atomic(I64, "set", 0x2000, -1),
+            atomic(U32, "set", 0x3004, 0x1_0000_0007)])
+(name, args, words), sync = done
+assert name == "cuStreamBatchMemOp_v2" and args[:2] == (7, 3) and args[3] == 0, done
+assert sync[0] == "cuStreamSynchronize" and sync[1] == (7,)
+W64 = int(_target.cu.CUstreamBatchMemOpType.CU_STREAM_MEM_OP_WRITE_VALUE_64)
+W32 = int(_target.cu.CUstreamBatchMemOpType.CU_STREAM_MEM_OP_WRITE_VALUE_32)
+assert [int(w) & 0xFFFF_FFFF for w in words[:, 0]] == [W64, W64, W32]
+a, v = where[1]
+assert words[0, a] == 0x1000 and words[0, v] == 5
+assert words[1, a] == 0x2000 and words[1, v] == np.uint64(2**64 - 1)
+a, v = where[0]
+assert words[2, a] == 0x3004 and words[2, v] == 7  # (a 32-bit value's bits only)
+
+# a signal add and atomics that add, and, or: reductions where the GPU has them
+batch = [signal(ADD, 0x1000, 3), atomic(U32, "add", 0x3000, 2),
+         atomic(I64, "and", 0x2000, 6), atomic(I64, "or", 0x2008, 1)]
+done = run(batch)
+if reductions:
+    assert done[0][0] == "cuStreamBatchMemOp_v2" and done[0][1][1] == 4, done
+    words = done[0][2]
+    for row, k in zip(words, (3, 2, 5, 7)):
+        assert np.array_equal(np.where(np.arange(6) == where[k, 0], 0,
+                                       np.where(np.arange(6) == where[k, 1], 0, row)),
+                              templates[k]), (row, templates[k])
+    assert words[0, where[3, 1]] == 3 and words[1, where[2, 0]] == 0x3000
+else:
+    assert [name for name, _, _ in done] == ["cuLaunchKernel", "cuStreamSynchronize"], done
+    assert count[0] == 4 and done[0][1][0] == 9 and done[0][1][8] == 7
+
+# one record that no stream memory operation does sends the whole batch to the kernel
+for odd in (signal(MAX, 0x1000, 9), atomic(I64, "add", 0x2000, 1, fetch=1),
+            atomic(F64, "add", 0x2000, 1), atomic(I64, "xor", 0x2000, 1),
+            atomic(I64, "compare_swap", 0x2000, 1, fetch=1)):
+    done = run([signal(SET, 0x1000, 1), odd])
+    assert [name for name, _, _ in done] == ["cuLaunchKernel", "cuStreamSynchronize"], odd
+    assert count[0] == 2
+
+expected = (2, 5) if reductions else (1, 6)
+assert tuple(counts) == expected, counts
+print("ok", *counts)
