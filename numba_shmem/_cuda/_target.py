@@ -397,8 +397,10 @@ class FunctionTarget:
             templates, where = _memop_templates()
             if not reductions:
                 where[2:] = -1
+            driver = _driver()
+            writes = writes and driver[-1] is not None
             copy_in, copy_out, apply = _functions(
-                _driver(), int(stream), int(function), ctypes.addressof(self._params),
+                driver, int(stream), int(function), ctypes.addressof(self._params),
                 ctypes.addressof(self._args) + 8, self._memops.ctypes.data if writes else 0,
                 templates, where, self._counts.ctypes.data)
             self._keep = (copy_in, copy_out, apply)
@@ -447,9 +449,18 @@ DRIVER = {"cuMemcpyHtoDAsync_v2": ctypes.CFUNCTYPE(_I32, _U64, _U64, _U64, _U64)
 
 
 def _driver():
-    """DRIVER's functions from libcuda, in its order."""
+    """DRIVER's functions from libcuda, in its order (None for a stream memory
+    operations' function the driver lacks)."""
     lib = ctypes.CDLL("libcuda.so.1")
-    return tuple(kind((name, lib)) for name, kind in DRIVER.items())
+    found = []
+    for name, kind in DRIVER.items():
+        try:
+            found.append(kind((name, lib)))
+        except AttributeError:
+            if name != "cuStreamBatchMemOp_v2":
+                raise
+            found.append(None)
+    return tuple(found)
 
 
 def _functions(driver, stream, function, params, count_at, memops_at, templates, where,
@@ -466,6 +477,8 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     from numba.core.extending import intrinsic
 
     htod, dtoh, synchronize, launch, batch = driver
+    if batch is None:  # (never called: memops_at is 0; the function still compiles)
+        batch = DRIVER["cuStreamBatchMemOp_v2"](lambda *args: 1)
     kinds = (_ring.SIGNAL, _ring.ATOMIC)
 
     @intrinsic
