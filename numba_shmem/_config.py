@@ -11,7 +11,6 @@ import re
 from ._errors import ShmemConfigError
 
 BACKENDS = ("auto", "cuda", "sim")
-GPU_PROXIES = ("python", "compiled")
 
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -60,13 +59,6 @@ def _parse_backend(variable, text):
     return value
 
 
-def _parse_gpu_proxy(variable, text):
-    value = text.strip().lower()
-    if value not in GPU_PROXIES:
-        raise ShmemConfigError(variable, text, " or ".join(GPU_PROXIES))
-    return value
-
-
 @dataclasses.dataclass(frozen=True)
 class Config:
     """The settings of one job. Build it with ``Config.from_env()``."""
@@ -86,10 +78,6 @@ class Config:
     #: PEs per node; 0 detects the node. Under mpirun, k > 0 makes every k
     #: consecutive ranks a node of their own (nodes emulated on one machine).
     node_size: int = 0
-    #: On the GPU, the proxy's request path toward PEs on other nodes:
-    #: ``python`` (its loop in Python threads) or ``compiled`` (the loop the
-    #: simulator runs, reaching the GPU's heap with copies and batched atomics).
-    gpu_proxy: str = "python"
 
 
 #: field name -> (environment variable, parser)
@@ -100,7 +88,6 @@ FIELDS = {
     "debug": ("NUMBA_SHMEM_DEBUG", _parse_bool),
     "wait_timeout": ("NUMBA_SHMEM_WAIT_TIMEOUT", _parse_seconds),
     "node_size": ("NUMBA_SHMEM_NODE_SIZE", _parse_count),
-    "gpu_proxy": ("NUMBA_SHMEM_GPU_PROXY", _parse_gpu_proxy),
 }
 
 

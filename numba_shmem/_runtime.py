@@ -10,7 +10,7 @@ import numpy as np
 from . import _bootstrap, _config, _exits
 from ._bootstrap import _wire
 from ._current import current, finalized, install, remove, require
-from ._errors import ShmemConfigError, ShmemUsageError
+from ._errors import ShmemUsageError
 from ._heap._symmetric import SymmetricHeap
 from ._resources import UndoStack
 from ._select import cuda_driver_present, numba_is_simulator
@@ -221,33 +221,12 @@ def start_proxy(runtime):
 
     if not far_pes(runtime.bootstrap):
         return None
-    # every PE takes the same request path on the GPU: the two speak different
-    # messages (checked on the simulator too, where the setting is not used)
-    choices = runtime.bootstrap.allgather(runtime.config.gpu_proxy.encode(), "shmem.init")
-    if len(set(choices)) > 1:
-        raise ShmemConfigError(
-            "NUMBA_SHMEM_GPU_PROXY", runtime.config.gpu_proxy,
-            "the same value on every PE (here: " + ", ".join(
-                f"PE {pe} {choice.decode()}" for pe, choice in enumerate(choices)) + ")")
     if runtime.backend != "cuda":
         return sim_proxy(runtime)
-    if runtime.config.gpu_proxy == "compiled":
-        return _compiled_gpu_proxy(runtime)
-    from ._cuda._proxied import device_ring
-    from ._cuda._target import GpuTarget
-    from ._transport._proxy import PIECE, Proxy
-
-    device = device_ring(runtime)
-    target = GpuTarget(runtime.heap.backend, PIECE)
-    try:
-        return Proxy(runtime.bootstrap, target, runtime.config.wait_timeout,
-                     runtime.config.debug, device, runtime.stop_device_waits, busy_poll=0.01)
-    except BaseException:
-        target.close()
-        raise
+    return _gpu_proxy(runtime)
 
 
-def _compiled_gpu_proxy(runtime):
+def _gpu_proxy(runtime):
     """The compiled request path (``_transport/_compiled.py``) on the GPU: the
     heap through ``_cuda._target.FunctionTarget``, kernels' requests through
     the device ring."""

@@ -227,45 +227,6 @@ def test_gpu_collectives_take_their_documented_keywords():
                      lines["misspelt"])
 
 
-def test_a_target_refuses_what_it_cannot_apply():
-    """Every kind of request against the target's checks: the heap in use,
-    alignment, known operations (a bad request never reaches the heap)."""
-    from numba_shmem._transport import _proxy
-
-    class Target:
-        def extent(self):
-            return 4096
-
-    proxy = _proxy.Proxy.__new__(_proxy.Proxy)
-    proxy._target = Target()
-    refusal = proxy._refusal
-    assert refusal(_proxy.PUT, 4088, [8]) is None and refusal(_proxy.GET, 0, [4096]) is None
-    assert refusal(_proxy.PUT, 0, [8, bytes(8)]) is None
-    assert "a put of 8 bytes came with 4" in refusal(_proxy.PUT, 0, [8, bytes(4)])
-    assert refusal(_proxy.ATOMIC, 8, ["int64", "add", 1, 0]) is None
-    assert refusal(_proxy.SIGNAL, 4088, [1, 5]) is None
-    assert "a put of 16 bytes at heap offset 4088 runs outside the 4096 mapped bytes of its " \
-           "heap (offsets 0 to 4095)" in refusal(_proxy.PUT, 4088, [16])
-    assert "heap offset -8 runs outside" in refusal(_proxy.GET, -8, [8])
-    assert refusal(_proxy.GET, np.int64(8), [np.int64(8)]) is None  # (the simulator's offsets)
-    assert "a get at heap offset 0.5 of 8 bytes is not a range" in refusal(_proxy.GET, 0.5, [8])
-    assert "an atomic add of int64 at heap offset 4 is not aligned to its 8 bytes" in \
-        refusal(_proxy.ATOMIC, 4, ["int64", "add", 1, 0])
-    assert "an atomic 'xor' on 'float32' is not an operation it applies" in \
-        refusal(_proxy.ATOMIC, 0, ["float32", "xor", 1, 0])
-    assert "an atomic 'inc' on 'int64'" in refusal(_proxy.ATOMIC, 0, ["int64", "inc", 1, 0])
-    assert "a signal operation 7 is not one it applies" in refusal(_proxy.SIGNAL, 0, [7, 1])
-    assert "a signal update at heap offset 12 is not aligned" in refusal(_proxy.SIGNAL, 12, [0, 1])
-    assert "'bogus' is not a request it knows" in refusal("bogus", 0, [])
-    # malformed: never an exception in the proxy thread
-    assert "a get request of 2 arguments is malformed" in refusal(_proxy.GET, 0, [8, 8])
-    assert "an atomic add of int64 came with 'x' and 0" in \
-        refusal(_proxy.ATOMIC, 0, ["int64", "add", "x", 0])
-    assert refusal(_proxy.ATOMIC, 0, ["int64", "fetch", 0, None]) is None
-    assert "a signal update came with 1.5" in refusal(_proxy.SIGNAL, 0, [0, 1.5])
-    assert "a put of -8 bytes at heap offset 0 runs outside" in refusal(_proxy.PUT, 0, [-8])
-
-
 def test_the_compiled_target_refuses_what_it_cannot_apply():
     """The compiled request path's checks (_engine.refusal, as the simulator's
     proxy runs them): the mapped part of the heap, alignment, known ops."""
@@ -290,19 +251,6 @@ def test_the_compiled_target_refuses_what_it_cannot_apply():
     assert refusal(code(_ring.SIGNAL, 0, _ring.SIGNAL_MAX), 4088, 1, 4096) == 0
     assert refusal(code(_ring.SIGNAL), 12, 1, 4096) == _engine.MISALIGNED
     assert refusal(99, 0, 0, 4096) == _engine.MALFORMED
-
-
-def test_refusals_nobody_waited_for_are_raised_once_each_call():
-    """The first refusal, and how many more there were; then none."""
-    from numba_shmem._transport import _proxy
-
-    proxy = _proxy.Proxy.__new__(_proxy.Proxy)
-    proxy._refused = ["shmem.put toward PE 1: PE 1 refused it: one",
-                      "shmem.put toward PE 1: PE 1 refused it: two"]
-    with pytest.raises(ShmemUsageError, match=r"^shmem\.put toward PE 1: PE 1 refused it: "
-                       r"one \(and 1 more refused requests\)$"):
-        proxy._raise_refused()
-    proxy._raise_refused()  # nothing left
 
 
 def test_the_compiled_proxys_refusals_are_raised_once_each_call():

@@ -26,9 +26,9 @@ def test_every_field_has_a_variable():
 def test_variables_override():
     config = from_env({"NUMBA_SHMEM_BACKEND": "SIM", "NUMBA_SHMEM_HEAP_SIZE": "1G",
                        "NUMBA_SHMEM_HEAP_CHUNK": "2M", "NUMBA_SHMEM_DEBUG": "1",
-                       "NUMBA_SHMEM_WAIT_TIMEOUT": "2.5", "NUMBA_SHMEM_GPU_PROXY": "Compiled"})
+                       "NUMBA_SHMEM_WAIT_TIMEOUT": "2.5"})
     assert config == Config(backend="sim", heap_size=1 << 30, heap_chunk=2 << 20,
-                            debug=True, wait_timeout=2.5, gpu_proxy="compiled")
+                            debug=True, wait_timeout=2.5)
 
 
 @pytest.mark.parametrize("variable,value,expected", [
@@ -40,7 +40,6 @@ def test_variables_override():
     ("NUMBA_SHMEM_WAIT_TIMEOUT", "-1", "a number of seconds >= 0"),
     ("NUMBA_SHMEM_WAIT_TIMEOUT", "nan", "a number of seconds >= 0"),
     ("NUMBA_SHMEM_WAIT_TIMEOUT", "soon", "a number of seconds >= 0"),
-    ("NUMBA_SHMEM_GPU_PROXY", "fast", "python or compiled"),
 ])
 def test_bad_value_names_the_variable(variable, value, expected):
     with pytest.raises(ShmemConfigError) as info:

@@ -61,30 +61,26 @@ def test_the_copy_loop_writes_every_byte_once_in_whole_elements():
 
 
 def test_the_proxy_applies_every_atomic_and_signal_with_a_kernel_that_assembles(tmp_path):
-    """The target side of the proxy (_cuda/_target.py): one kernel per op of
-    each dtype (the four float ops for floats) and per signal op, each the
-    direct path's system-scope instruction; ptxas must accept the module."""
+    """The target side of the proxy (_cuda/_target.py): apply_batch has a case
+    for every op of each dtype (the four float ops for floats) and every signal
+    op, each the direct path's system-scope instruction; ptxas must accept it."""
     import shutil
     import subprocess
     import sys
 
     from conftest import run_hard
 
-    script = ("import sys; from numba_shmem._cuda._target import _module_source; "
-              "source, names = _module_source(); sys.stdout.write(source.decode()); "
-              "sys.stderr.write(' '.join(names))")
+    script = ("import sys; from numba_shmem._cuda._target import _batch_source; "
+              "sys.stdout.write(_batch_source().decode())")
     result = run_hard([sys.executable, "-c", script], 120, {"NUMBA_SHMEM_BACKEND": "cuda"})
     assert result.returncode == 0, result.stderr
-    source, names = result.stdout, result.stderr.split()
-    floats = {f"apply_{op}_{t}" for op in ("fetch", "set", "swap", "add")
-              for t in ("float32", "float64")}
-    ints = {f"apply_{op}_{t}" for op in ("fetch", "set", "swap", "compare_swap", "add", "and",
-                                         "or", "xor")
-            for t in ("int32", "uint32", "int64", "uint64")}
-    assert set(names) == floats | ints | {f"apply_signal_{k}" for k in (0, 1, 2)}
+    source = result.stdout
+    # one case per (dtype, op) and per signal op: 8 ops on 4 integer types, 4 on 2 floats, 3
+    assert len(re.findall(r"^\$C\d+:$", source, re.M)) == 8 * 4 + 4 * 2 + 3
     assert "atom.relaxed.sys.cas.b32 %r3, [%rd1], %r2, %r1;" in source  # cond, then value
     assert "atom.relaxed.sys.add.f64 %fd3, [%rd1], %fd1;" in source
     assert "red.release.sys.max.u64 [%rd1], %rd2;" in source
+    assert "st.release.sys.b64 [%rd1], %rd2;" in source
     ptxas = shutil.which("ptxas")
     if ptxas is None:
         pytest.skip("no ptxas on PATH to assemble the module")

@@ -1,12 +1,14 @@
 """Requests from PEs on other nodes, applied to this PE's heap on the GPU.
 
-The proxy thread applies them in a CUDA context of its own on the PE's GPU,
-which reaches the heap as the application's does (the heap's mappings give
-the device access, whichever context): data with the copy engine, atomics and
-signals with one-thread kernels from a small PTX module written here, each the
-same system-scope instruction the direct path uses, so an atomic from another
-node is atomic against this node's. Each request is complete (the stream
-synchronized) before the proxy answers it.
+The compiled proxy's loop (``_transport/_engine.py``) reaches the heap through
+the C functions of a ``FunctionTarget``, in a CUDA context of its own on the
+PE's GPU, which reaches the heap as the application's does (the heap's
+mappings give the device access, whichever context): data with the copy
+engine; a batch of atomics and signals as stream memory operations where it
+can (below), else with one launch of a small kernel written here in PTX, each
+record with the direct path's system-scope instruction, so that an atomic
+from another node is atomic against this node's. Each call is complete (the
+stream synchronized) before it returns and the proxy answers.
 
 Why a context of its own: while the application's context loads a module
 (numba loads a kernel at its first launch), every call into that context
@@ -17,9 +19,9 @@ kernel waiting for a signal from another node, and the application loading
 its next kernel meanwhile, hung every PE that way (on_stream, moe_dispatch
 across emulated nodes).
 
-A kernel of the application that fills every SM and waits for an atomic or
-signal from another node leaves no room for these one-thread kernels: leave
-a block's worth of room on the GPU, as with NVSHMEM's proxy.
+A kernel of the application that fills every SM and waits for a fetching
+atomic from another node leaves no room for the one-thread kernel: leave a
+block's worth of room on the GPU, as with NVSHMEM's proxy.
 """
 
 import ctypes
@@ -30,7 +32,6 @@ from .._transport import _ring
 from .._errors import ShmemDriverError
 from .._resources import UndoStack
 from ._driver import call, cu
-from ._enqueue import _check
 
 #: each op's instruction on a W-bit value: {res} the old value, {val} the
 #: operand, {cond} compare_swap's expected value
@@ -47,23 +48,6 @@ _OPS = {
 _SIGNALS = {0: "st.release.sys.b64 [%rd1], %rd2;",  # SIGNAL_SET
             1: "red.release.sys.add.u64 [%rd1], %rd2;",  # SIGNAL_ADD
             _ring.SIGNAL_MAX: "red.release.sys.max.u64 [%rd1], %rd2;"}
-
-_HEAD = """.visible .entry {name}(.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3)
-{{
-    .reg .b64 %rd<8>;
-    .reg .b32 %r<4>;
-    .reg .f32 %f<4>;
-    .reg .f64 %fd<4>;
-    ld.param.u64 %rd1, [p0];
-    ld.param.u64 %rd2, [p1];
-    ld.param.u64 %rd3, [p2];
-    ld.param.u64 %rd4, [p3];
-    mov.u64 %rd5, 0;
-"""
-
-
-def _kernel_name(dtype, op):
-    return f"apply_{op}_{dtype}"
 
 
 def _ops(dtype):
@@ -91,33 +75,6 @@ def _atomic_body(dtype, op):
     if op != "set":
         lines.append(widen)
     return "".join(lines)
-
-
-def _atomic_kernels(dtype):
-    """The kernels of every op on ``dtype``, each taking (address, the value's
-    bits, cond's bits, where to store the old value's bits as a uint64)."""
-    for op in _ops(dtype):
-        yield (_HEAD.format(name=_kernel_name(dtype, op)) + _atomic_body(dtype, op)
-               + "    st.u64 [%rd4], %rd5;\n    ret;\n}\n")
-
-
-def _signal_name(op):
-    return f"apply_signal_{op}"
-
-
-def _module_source():
-    """The PTX module and the names of its kernels."""
-    kernels = [k for dtype in _ring.DTYPES for k in _atomic_kernels(dtype)]
-    for op, text in _SIGNALS.items():
-        kernels.append(_HEAD.format(name=_signal_name(op)) + f"    {text}\n    ret;\n}}\n")
-    names = [k.split("(")[0].split()[-1] for k in kernels]
-    return (".version 7.0\n.target sm_70\n.address_size 64\n\n"
-            + "\n".join(kernels)).encode(), names
-
-
-#: the pinned buffers that data goes through between MPI and the heap, one
-#: piece of a put each: one is copied into the heap while MPI receives the next
-BUFFERS = 4
 
 
 def _new_context():
@@ -151,115 +108,6 @@ def _host_buffer(undo, nbytes):
     view = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
     return view, int(call("cuMemHostGetDevicePointer", address, 0))
 
-
-class GpuTarget:
-    """``heap``: this PE's heap (``_vmm.CudaHeap``: its address on the GPU, and
-    how much of it is mapped); ``piece``: the most bytes of data the proxy
-    hands over at once."""
-
-    def __init__(self, heap, piece):
-        self._heap = heap
-        self._base = heap.base
-        self._piece = piece
-        self._undo = UndoStack()
-        try:
-            self._context, _ = _own_context(self._undo, self._load)
-        except BaseException:
-            self._undo.unwind()
-            raise
-        self._args = (ctypes.c_uint64 * 4)()
-        self._params = (ctypes.c_void_p * 4)(*[ctypes.addressof(self._args) + 8 * i
-                                              for i in range(4)])
-
-    def _load(self):
-        """Its stream, kernels and buffers, in its context (the stream and the
-        module go with the context)."""
-        self._stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
-        source, names = _module_source()
-        self._module = call("cuModuleLoadData", source)
-        # every kernel loaded now, not at its first launch (CUDA's default)
-        self._functions = {name: call("cuModuleGetFunction", self._module, name.encode())
-                           for name in names}
-        for function in self._functions.values():
-            call("cuFuncLoad", function)
-        # where a kernel leaves the old value
-        self._old_bytes, self._old_address = _host_buffer(self._undo, 8)
-        piece = self._piece
-        pinned, _ = _host_buffer(self._undo, BUFFERS * piece)
-        self._buffers = [pinned[k * piece:(k + 1) * piece] for k in range(BUFFERS)]
-        # each buffer's last copy into the heap (the buffer is free once it is done)
-        self._copied = [call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-                        for _ in range(BUFFERS)]
-        self._next = 0
-
-    def close(self):
-        self._undo.unwind()
-
-    def attach(self):
-        call("cuCtxSetCurrent", self._context)
-
-    def extent(self):
-        """Bytes of this PE's heap, from its start, that requests may reach
-        (beyond them the address range is not mapped, or is a peer's heap)."""
-        return self._heap.extent
-
-    def _run(self, name, address, value=0, cond=0):
-        function = self._functions[name]
-        self._args[:] = [address, value, cond, self._old_address]
-        _check(cu.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, self._stream,
-                                 ctypes.addressof(self._params), 0), "cuLaunchKernel")
-        call("cuStreamSynchronize", self._stream)
-
-    def _take(self, nbytes):
-        """The next pinned buffer, once its last copy into the heap is done."""
-        k = self._next
-        self._next = (k + 1) % BUFFERS
-        call("cuEventSynchronize", self._copied[k])
-        return self._buffers[k][:nbytes]
-
-    def receive(self, offset, nbytes):
-        """Where a piece of a put's data (at most ``piece`` bytes) is received."""
-        return self._take(nbytes)
-
-    def received(self, offset, buffer):
-        """Start copying a piece into the heap from its pinned buffer (never from
-        pageable memory, which the driver stages: the proxy must not wait for
-        the application's work, which may be waiting for this put)."""
-        k = (self._next - 1) % BUFFERS
-        assert buffer.ctypes.data == self._buffers[k].ctypes.data
-        call("cuMemcpyHtoDAsync", self._base + offset, buffer.ctypes.data, buffer.size,
-             self._stream)
-        call("cuEventRecord", self._copied[k], self._stream)
-
-    def flush(self):
-        """Every copy started into the heap is complete."""
-        call("cuStreamSynchronize", self._stream)
-
-    def read(self, offset, nbytes):
-        """A get's data, copied out of the heap through the pinned buffers."""
-        data = np.empty(nbytes, np.uint8)
-        for at in range(0, nbytes, self._piece):
-            size = min(self._piece, nbytes - at)
-            buffer = self._take(size)
-            call("cuMemcpyDtoHAsync", buffer.ctypes.data, self._base + offset + at, size,
-                 self._stream)
-            call("cuStreamSynchronize", self._stream)
-            data[at:at + size] = buffer
-        return data
-
-    def atomic(self, offset, dtype, op, value, cond):
-        """``op`` is one of the ring's (``_ring.ATOMIC_OPS``: the GPU posts an
-        inc as an add of 1) and ``cond`` a value, as the ring carries them."""
-        dtype = np.dtype(dtype)
-        self._run(_kernel_name(dtype, op), self._base + offset, _ring._bits(dtype.type(value)),
-                  _ring._bits(dtype.type(cond)))
-        return self._old_bytes[:dtype.itemsize].view(dtype)[0]
-
-    def signal(self, offset, op, value):
-        self._run(_signal_name(op), self._base + offset, int(value) & (2**64 - 1))
-
-
-# -- the compiled proxy's target: the heap through copies and batches of atomics ------
 
 def _batch_source():
     """PTX of ``apply_batch(records, n)``: one thread applies ``n`` records of

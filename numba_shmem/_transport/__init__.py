@@ -3,10 +3,10 @@
 PEs of the same node reach each other directly: each maps the others' heaps
 (``peer_view``; on the GPU, loads and stores through the peer table). PEs on
 other nodes are reached through the proxy: requests over MPI, applied by the
-target PE's proxy to its heap (the compiled request path ``_compiled`` on the
-simulator; on the GPU the Python one, ``_proxy``, with ``_cuda/_target.py``
-applying requests to a GPU heap). On the GPU, kernels post their requests into
-a ring in mapped host memory (``_ring``) that the proxy drains. This layer
+target PE's proxy to its heap (the compiled request path: ``_compiled``, the
+host's side, and ``_engine``, the loop; on the GPU ``_cuda/_target.py`` applies
+requests to the GPU's heap). On the GPU, kernels post their requests into a
+ring in mapped host memory (``_ring``) that the proxy drains. This layer
 imports neither backend: ``_runtime`` starts the proxy with what the backend
 provides.
 """

@@ -4,9 +4,8 @@ The host calls post their requests into a ring in host memory (``_engine``'s
 host ring, the GPU ring's layout) and wait for their answers there; a thread
 of the library runs the compiled loop, which never takes the interpreter lock.
 This class makes the loop's state, starts and stops its thread, and turns what
-the loop records into the errors the callers raise. It has the interface of
-``_proxy.Proxy``: ``put``, ``get``, ``atomic``, ``signal``, ``quiet``,
-``close``.
+the loop records into the errors the callers raise: ``put``, ``get``,
+``atomic``, ``signal``, ``quiet``, ``close``.
 """
 
 import os
@@ -104,7 +103,7 @@ class CompiledProxy:
             self._undo.push(os.close, self._wake_write)
             self._state = _engine.state(self._mpi, bootstrap.size, self._host, heap, extent,
                                         lockfd, self._wake_read,
-                                        None if device is None else device._memory, target)
+                                        None if device is None else device.memory, target)
             self._gpu_words = self._state.gw
             if pin is not None:
                 pin(self._state.inbox, self._state.inbox2, self._state.drop, self._state.pool)
@@ -327,7 +326,7 @@ class CompiledProxy:
 
     @staticmethod
     def _refusal_message(what, pe, code, offset, nbytes, reason, extent):
-        """What a refused request's caller raises (the words of ``_proxy``'s)."""
+        """What a refused request's caller raises."""
         kind = _KINDS.get(code & 255, "request")
         dtype, op = (code >> 8) & 255, (code >> 16) & 255
         if kind == "atomic" and dtype < len(_ring.DTYPES) and op < len(_ring.ATOMIC_OPS):

@@ -52,79 +52,18 @@ def code(kind, dtype=0, op=0, fetch=0):
 
 
 class DeviceRing:
-    """The proxy thread's side of one PE's ring: ``memory`` is the ring's
-    uint8 host view; ``posted()`` reads the ticket counter (requests posted so
-    far, from the GPU)."""
+    """One PE's ring, as the proxy's loop (``_engine``) takes it: ``memory`` is
+    the ring's uint8 host view (zeroed here, every slot free for its first
+    ticket); ``posted()`` reads the ticket counter (requests posted so far,
+    from the GPU)."""
 
     def __init__(self, memory, posted):
         assert memory.size == NBYTES
-        self._memory = memory
-        self._words = memory[:STAGING].view(np.uint64)
-        self._words[:] = 0
-        self._words[FREE // 8:FREE // 8 + SLOTS] = np.arange(SLOTS, dtype=np.uint64)
+        self.memory = memory
+        words = memory[:STAGING].view(np.uint64)
+        words[:] = 0
+        words[FREE // 8:FREE // 8 + SLOTS] = np.arange(SLOTS, dtype=np.uint64)
         self.posted = posted
-        self._next = 0  # the next ticket to read
-        self._outstanding = {}  # ticket -> (kind, nbytes, fetch), read and not complete
-
-    def _stage(self, slot, nbytes):
-        start = STAGING + slot * CHUNK
-        return self._memory[start:start + nbytes]
-
-    def drain(self, limit=256):
-        """The requests published since the last call, in ticket order, at most
-        ``limit``: (ticket, kind, pe, offset, args, nbytes, fetch) each, where
-        ``args`` are those of the Proxy request of that kind."""
-        words, found = self._words, []
-        while len(found) < limit:
-            ticket = self._next
-            slot = ticket % SLOTS
-            at = slot * DESCRIPTOR // 8
-            if int(words[at + SEQ]) != ticket + 1:
-                break
-            word = int(words[at + CODE])
-            kind, dtype, op, fetch = word & 255, word >> 8 & 255, word >> 16 & 255, word >> 24 & 1
-            pe, offset = int(words[at + PE]), int(words[at + OFFSET])
-            arg, cond = int(words[at + ARG]), int(words[at + COND])
-            nbytes = 0
-            if kind == PUT:
-                nbytes = arg
-                args = (self._stage(slot, arg).copy(),)
-            elif kind == GET:
-                args, fetch = (arg,), 1
-            elif kind == ATOMIC:
-                dtype = np.dtype(DTYPES[dtype])
-                args = (str(dtype), ATOMIC_OPS[op], _value(arg, dtype), _value(cond, dtype))
-            elif kind == SIGNAL:
-                args = (op, arg)
-            else:
-                raise RuntimeError(f"the GPU posted a proxy request of unknown kind {kind} "
-                                   f"(ticket {ticket}): the ring is corrupt")
-            if not fetch:
-                words[FREE // 8 + slot] = ticket + SLOTS  # its data is copied out
-            self._outstanding[ticket] = (kind, arg, fetch)
-            self._next += 1
-            found.append((ticket, kind, pe, offset, args, nbytes, bool(fetch)))
-        return found
-
-    def answered(self, ticket, result):
-        """Ticket ``ticket``'s request is complete at its target; ``result`` is
-        a get's data (uint8) or a fetching atomic's old value (of its dtype),
-        or None where the target refused it (zeros)."""
-        kind, arg, fetch = self._outstanding.pop(ticket)
-        slot = ticket % SLOTS
-        if fetch:
-            if kind == GET:
-                self._stage(slot, arg)[:] = 0 if result is None else result
-            else:
-                self._words[ANSWER // 8 + slot] = 0 if result is None else _bits(result)
-            self._words[DONE // 8 + slot] = ticket + 1  # after the answer (x86 keeps store order)
-        # the outstanding tickets were added in ticket order: the first is the oldest
-        self._words[COMPLETE // 8] = next(iter(self._outstanding), self._next)
-
-    def complete(self):
-        """How many of the tickets are complete (all those below the first
-        outstanding one)."""
-        return int(self._words[COMPLETE // 8])
 
 
 def _value(bits, dtype):
