@@ -140,6 +140,9 @@ def _batch_source():
 
 #: a stream memory operation (``cuStreamBatchMemOp``'s parameters): 48 bytes
 MEMOP_WORDS = 6
+#: the most operations of one ``cuStreamBatchMemOp`` call (the driver takes fewer
+#: than 256; a full batch of 256 failed on the H200)
+MEMOP_CALL = 128
 #: the operations the target applies that way: writes of 4 and 8 bytes, then
 #: atomic reductions (add, and, or) of 4 and 8 bytes
 MEMOPS = ("write32", "write64", "add32", "add64", "and32", "and64", "or32", "or64")
@@ -400,7 +403,11 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         counts = carray(pointer(np.uint64(counts_at), np.int64(0)), 2)
         if memops_at != 0 and as_memops(records, n):
             counts[0] += 1
-            rc = batch(stream, n, memops_at, 0)
+            rc = 0
+            for first in range(0, n, MEMOP_CALL):  # (one call takes fewer than 256)
+                if rc == 0:
+                    rc = batch(stream, min(MEMOP_CALL, n - first),
+                               memops_at + 8 * MEMOP_WORDS * first, 0)
         else:
             counts[1] += 1
             store(np.uint64(count_at), n)

@@ -83,11 +83,12 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 
 #: control words (Python sets STOP, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, the MPI
 #: library's handles and constants, and for a heap on a GPU ON_DEVICE and
-#: HEAP_BASE; the loop the rest, counters included)
+#: HEAP_BASE; the loop the rest, counters included; FAILED_RC is what a
+#: target's function that failed returned: a CUresult on the GPU)
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
-    CONTROL_WORDS = range(28)
+    FAILED_RC, CONTROL_WORDS = range(29)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -297,6 +298,7 @@ def copy_into_heap(s, address, source, n):
     rc = s.copy_in(address, _arg(s.copy_in, 1, source), n)
     target_call(s, began)
     if rc != 0:
+        s.ctl[FAILED_RC] = rc
         s.ctl[FAILED_CALL] = 10
         return False
     return True
@@ -639,6 +641,7 @@ def answer(s, source, rid, reason, value, back, offset):
         rc = s.copy_out(_arg(s.copy_out, 0, into), s.ctl[HEAP_BASE] + offset, inline_back)
         target_call(s, began)
         if rc != 0:
+            s.ctl[FAILED_RC] = rc
             s.ctl[FAILED_CALL] = 11
             return False
     elif inline_back:
@@ -663,6 +666,7 @@ def apply_pending(s, source):
     rc = s.apply(_arg(s.apply, 0, np.int64(s.pend.ctypes.data)), n)
     target_call(s, began)
     if rc != 0:
+        s.ctl[FAILED_RC] = rc
         s.ctl[FAILED_CALL] = 12
         return False
     for i in range(n):
