@@ -1,7 +1,7 @@
 """A proxy thread that fails: PE 1's proxy fails while it applies PE 0's
-request (on the GPU its copy into the heap raises; on the simulator, whose
-request path is compiled, the heap's lock is taken from under it: flock
-fails). PE 1 must say so in one line naming itself and the error; its next
+request (on the GPU its copy into the heap fails: the heap's address is
+made one the driver refuses; on the simulator the heap's lock is taken from
+under it: flock fails). PE 1 must say so in one line naming itself and the error; its next
 call toward another node is an error naming the failure, not a hang; and PE
 0's quiet, whose request is never answered, ends in the time-out error naming
 the PEs it waited for. Both then leave the usual way.
@@ -18,6 +18,7 @@ import time
 import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
 import numpy as np
 from numba_shmem import _runtime
+from numba_shmem._transport import _engine
 
 
 def _wait_for(condition, seconds=60):
@@ -36,9 +37,7 @@ def main():
     gpu = _runtime.current().backend == "cuda"
     if me == 1:
         if gpu:
-            def broken():
-                raise RuntimeError("the copy into the heap failed")
-            proxy._target.flush = broken
+            proxy._state.ctl[_engine.HEAP_BASE] = 8  # (no device memory there)
         else:
             os.close(proxy._lockfd)
     shmem.barrier_all()

@@ -31,8 +31,8 @@ def recorder(name):
 
 fake = tuple(kind(recorder(name)) for name, kind in _target.DRIVER.items())
 templates, where = _target._memop_templates()
-if reductions and where[2, 0] < 0:
-    print("skip: this cuda.bindings has no atomic reductions")
+if reductions and (where[2:, 0] < 0).any():
+    print("skip: this cuda.bindings lacks atomic reductions of 4 or 8 bytes")
     sys.exit(0)
 if not reductions:
     where[2:] = -1
