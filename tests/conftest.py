@@ -171,51 +171,25 @@ def mpiexec_job(npes, *command, env=None):
     return [mpiexec(), *flags, "-n", str(npes), *map(str, command)], {**base, **(env or {})}
 
 
-_MPS_VARS = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
-
-
-def pytest_configure(config):
-    """On a GPU machine, one MPS daemon for the whole session, shared by every
-    job of every worker (pytest-xdist's workers inherit its variables, and
-    shmem-run uses a daemon named there instead of starting its own): PEs of
-    jobs that run at once then share the GPU's SMs instead of time-slicing
-    between daemons (2 ms slices, under which spinning kernels crawl). A
-    daemon named by the caller's environment is used as it is."""
-    if hasattr(config, "workerinput") or BACKEND != "cuda" or "CUDA_MPS_PIPE_DIRECTORY" in \
-            os.environ:
-        return
+@pytest.fixture(scope="session")
+def mpi_gpu_env():
+    """What an mpiexec job's environment adds so that its PEs share this
+    machine's GPU at once: a private MPS daemon's directories, for the
+    session (shmem-run starts one of its own; mpiexec does not). Without one,
+    PEs on one GPU time-slice (4.5 ms a round trip). {} on the simulator."""
     import tempfile
 
     from shmem_run._gpus import mps_control
     from shmem_run._mps import MpsDaemon
 
-    control = mps_control()
+    control = mps_control() if BACKEND == "cuda" else None
     if control is None:
+        yield {}
         return
-    jobdir = tempfile.mkdtemp(prefix="nshmem-tests-")
-    daemon = MpsDaemon(control, jobdir)
-    try:
+    with tempfile.TemporaryDirectory() as jobdir:
+        daemon = MpsDaemon(control, jobdir)
         daemon.start()
-    except BaseException:
-        shutil.rmtree(jobdir, ignore_errors=True)
-        raise
-    os.environ.update(daemon.env)
-    config._session_mps = (daemon, jobdir)
-
-
-def pytest_unconfigure(config):
-    daemon, jobdir = getattr(config, "_session_mps", (None, None))
-    if daemon is not None:
-        daemon.stop()
-        for key in _MPS_VARS:
-            os.environ.pop(key, None)
-        shutil.rmtree(jobdir, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def mpi_gpu_env():
-    """What an mpiexec job's environment adds so that its PEs share this
-    machine's GPU at once: the session's MPS daemon (shmem-run starts one of
-    its own where none is named; mpiexec does not). Without one, PEs on one
-    GPU time-slice (4.5 ms a round trip). {} on the simulator."""
-    return {key: os.environ[key] for key in _MPS_VARS if key in os.environ}
+        try:
+            yield dict(daemon.env)
+        finally:
+            daemon.stop()

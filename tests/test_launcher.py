@@ -165,7 +165,7 @@ def test_a_killed_launcher_leaves_nothing_behind(tmp_path, job_tmpdir):
     before = shm_entries()
     proc = subprocess.Popen(
         [sys.executable, "-m", "shmem_run", "-n", "2", str(ROOT / "tests/programs/exits.py"),
-         "sleep", str(piddir)], cwd=ROOT, env=_own_mps(_clean_env({"TMPDIR": str(tmpdir)})),
+         "sleep", str(piddir)], cwd=ROOT, env=_clean_env({"TMPDIR": str(tmpdir)}),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     pids = []
     try:
@@ -203,14 +203,6 @@ def test_the_job_directory_stays_short_for_unix_sockets(monkeypatch, tmp_path):
     assert _wire.socket_parent() == "/scratch/t"
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / ("x" * 80)))
     assert _wire.socket_parent() == "/tmp"
-
-
-def _own_mps(env):
-    """``env`` without the test session's MPS daemon, so that a job on a GPU
-    starts one of its own (for its janitor to stop)."""
-    for key in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
-        env.pop(key, None)
-    return env
 
 
 def _mps_daemon(jobdir):
