@@ -45,13 +45,6 @@ def _clean_env(extra):
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     env["NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"] = "0"
     env.update(extra or {})
-    if env.get("NUMBA_SHMEM_DEBUG") == "1":
-        # a debug-mode job may trap on purpose, and a fault in one client of an
-        # MPS daemon fails the kernels of all its clients (measured on the H200:
-        # jobs of other tests then saw CUDA_ERROR_LAUNCH_FAILED): it runs
-        # outside the session's daemon (shmem-run starts one of its own)
-        for key in _MPS_VARS:
-            env.pop(key, None)
     return env
 
 
