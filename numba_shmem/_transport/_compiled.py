@@ -372,9 +372,13 @@ class CompiledProxy:
         turns, ns asleep, batches sent (of requests or answers; DATA messages
         not counted), batches of requests received and their requests, refused
         ones included, and the calls into a GPU's heap and their ns), read
-        while it runs."""
+        while it runs; for a GPU's heap also its batches of atomics and signals
+        applied as stream memory operations and by a kernel."""
         ctl = self._state.ctl
-        return {name: int(ctl[word]) for name, word in _engine.COUNTERS.items()}
+        counters = {name: int(ctl[word]) for name, word in _engine.COUNTERS.items()}
+        if self._target_counts is not None:
+            counters["memop_batches"], counters["kernel_batches"] = self._target_counts()
+        return counters
 
     def close(self):
         """Stop the loop once what it holds is sent (every PE has quieted and
