@@ -19,9 +19,10 @@ kernel waiting for a signal from another node, and the application loading
 its next kernel meanwhile, hung every PE that way (on_stream, moe_dispatch
 across emulated nodes).
 
-A kernel of the application that fills every SM and waits for a fetching
-atomic from another node leaves no room for the one-thread kernel: leave a
-block's worth of room on the GPU, as with NVSHMEM's proxy.
+A kernel of the application that fills every SM and waits for an atomic or
+signal from another node (a barrier's included) may leave no room for the
+one-thread kernel: leave a block's worth of room on the GPU, as with NVSHMEM's
+proxy.
 """
 
 import ctypes
@@ -212,7 +213,8 @@ class FunctionTarget:
     of atomics and signals either as stream memory operations (writes and
     atomic reductions, one ``cuStreamBatchMemOp``), where every one of them is
     such (signals that set or add, ``p``, atomics that set, add, and or or and
-    fetch nothing), or else with one launch of ``apply_batch``. Each call is
+    fetch nothing; a reduction never after a write), or else with one launch
+    of ``apply_batch``. Each call is
     complete (the stream synchronized) before it returns. Stream memory
     operations are the way that does not wait for a time slice: on a GPU
     where the application's kernel runs and no MPS daemon shares it, a copy or
@@ -384,12 +386,17 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     @njit
     def as_memops(records, n):
         """Build the batch's stream memory operations; False if one record is
-        not such an operation."""
+        not such an operation, or is a reduction after a write (a write has a
+        system-wide fence before it; nothing documented orders a reduction
+        after the writes before it, and a signal added after its data must
+        not be seen first: the kernel's release then)."""
         out = carray(pointer(np.uint64(memops_at), np.uint64(0)), (n, templates.shape[1]))
+        wrote = False
         for i in range(n):
             k = memop(records[i, 1])
-            if k < 0:
+            if k < 0 or (k >= 2 and wrote):
                 return False
+            wrote = wrote or k < 2
             out[i, :] = templates[k]
             out[i, where[k, 0]] = np.uint64(records[i, 0])
             value = np.uint64(records[i, 2])

@@ -132,7 +132,7 @@ class CompiledProxy:
             why = f"{_engine.CALLS[failed]} failed" if failed else None
             code = int(self._state.ctl[_engine.FAILED_RC])
             if why and code:
-                why += f" (it returned {code}: a CUresult where the heap is a GPU's)"
+                why += f" (it returned {code})"
         except BaseException as exc:  # noqa: BLE001  (every caller must hear of it)
             why = f"{type(exc).__name__}: {exc}"
         if why:

@@ -99,7 +99,7 @@ CALLS = ("", "MPI_Isend", "MPI_Recv", "MPI_Iprobe", "MPI_Test", "MPI_Get_count",
          "a message larger than the receive buffer (a batch of another library?)",
          "a message of an unknown tag", "every send buffer in use", "flock",
          "copying into the GPU's heap", "copying out of the GPU's heap",
-         "applying atomics on the GPU")
+         "applying atomics, signals and p's on the GPU")
 #: atomics and signals toward a heap on a GPU wait here, five int64 each
 #: (address, code, value, cond, the old value), to be applied together
 #: (``Target.apply``) before the next request that is not one

@@ -52,6 +52,19 @@ def rma_cooperative(dest_warp, dest_block, dest_nbi, source, got_block):
     shmem.get_block(got_block, source, left)
 
 
+@cuda.jit
+def p_words(i32, u32, f32):
+    """p of 4-byte values whose high bit is set, into the second element (an
+    offset 4 bytes past 8-byte alignment), as the proxy pends such a put."""
+    me = shmem.my_pe()
+    right = (me + 1) % shmem.n_pes()
+    if cuda.threadIdx.x == 0 and cuda.blockIdx.x == 0:
+        shmem.p(i32[1:], np.int32(-1 - me), right)
+        shmem.p(u32[1:], np.uint32(0x8000_0000 + me), right)
+        shmem.p(f32[1:], np.float32(-2.5 - me), right)
+        shmem.quiet()
+
+
 def check_rma(me, n):
     left = (me - 1) % n
     source = shmem.array(N, np.float64)
@@ -75,6 +88,12 @@ def check_rma(me, n):
     expected[0:20:2] = (np.arange(N) + 1000 * left)[0:30:3]
     assert (strided.copy_to_host() == expected).all()
     assert (gathered.copy_to_host() == (np.arange(N) + 1000 * left)[0:16:2]).all()
+    words = [shmem.zeros(2, t) for t in (np.int32, np.uint32, np.float32)]
+    shmem.barrier_all()
+    p_words[1, 1](*words)
+    shmem.barrier_all()
+    assert [list(w.copy_to_host()) for w in words] == [
+        [0, -1 - left], [0, 0x8000_0000 + left], [0, -2.5 - left]], words
     # warp and block scope, non-blocking
     outs = [shmem.zeros(N, np.float64) for _ in range(3)]
     got_block = cuda.device_array(N, np.float64)

@@ -105,6 +105,13 @@ else:
     assert [name for name, _, _ in done] == ["cuLaunchKernel", "cuStreamSynchronize"], done
     assert count[0] == 4 and done[0][1][0] == 9 and done[0][1][8] == 7
 
+# a reduction after a write (a put_signal's data, then its signal added) goes to the kernel,
+# whose release orders them; reductions, then writes, stay stream memory operations
+done = run([atomic(I64, "set", 0x2000, 7), signal(ADD, 0x1000, 1)])
+assert [name for name, _, _ in done] == ["cuLaunchKernel", "cuStreamSynchronize"], done
+done = run([signal(ADD, 0x1000, 1), atomic(I64, "set", 0x2000, 7)])
+assert done[0][0] == ("cuStreamBatchMemOp_v2" if reductions else "cuLaunchKernel"), done
+
 # one record that no stream memory operation does sends the whole batch to the kernel
 for odd in (signal(MAX, 0x1000, 9), atomic(I64, "add", 0x2000, 1, fetch=1),
             atomic(F64, "add", 0x2000, 1), atomic(I64, "xor", 0x2000, 1),
@@ -113,6 +120,6 @@ for odd in (signal(MAX, 0x1000, 9), atomic(I64, "add", 0x2000, 1, fetch=1),
     assert [name for name, _, _ in done] == ["cuLaunchKernel", "cuStreamSynchronize"], odd
     assert count[0] == 2
 
-expected = (3, 5) if reductions else (2, 6)
+expected = (4, 6) if reductions else (2, 8)
 assert tuple(counts) == expected, counts
 print("ok", *counts)
