@@ -264,7 +264,6 @@ class FunctionTarget:
         except BaseException:
             self._undo.unwind()
             raise
-        self.memops = [name for k, name in enumerate(MEMOPS) if writes and where[k, 0] >= 0]
 
     def counts(self):
         """Batches of atomics and signals applied so far: (as stream memory
@@ -329,6 +328,8 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     from numba import carray, cfunc, njit, types
     from numba.core.extending import intrinsic
 
+    from .._transport._engine import PEND_WORDS
+
     htod, dtoh, synchronize, launch, batch = driver
     if batch is None:  # (never called: memops_at is 0; the function still compiles)
         batch = DRIVER["cuStreamBatchMemOp_v2"](lambda *args: 1)
@@ -342,15 +343,6 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         def codegen(context, builder, signature, args):
             return builder.inttoptr(args[0], context.get_value_type(target))
         return target(address, like), codegen
-
-    @intrinsic
-    def store(typingctx, address, value):
-        """``*(int64 *)address = value``."""
-        def codegen(context, builder, signature, args):
-            pointer = builder.inttoptr(args[0], context.get_value_type(value).as_pointer())
-            builder.store(args[1], pointer)
-            return context.get_dummy_value()
-        return types.void(address, value), codegen
 
     signature = types.int32(types.uint64, types.uint64, types.uint64)
 
@@ -406,7 +398,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     @cfunc(types.int32(types.uint64, types.int64))
     def apply(address, n):
-        records = carray(pointer(address, np.int64(0)), (n, 5))
+        records = carray(pointer(address, np.int64(0)), (n, PEND_WORDS))
         counts = carray(pointer(np.uint64(counts_at), np.int64(0)), 2)
         if memops_at != 0 and as_memops(records, n):
             counts[0] += 1
@@ -417,7 +409,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
                                memops_at + 8 * MEMOP_WORDS * first, 0)
         else:
             counts[1] += 1
-            store(np.uint64(count_at), n)
+            carray(pointer(np.uint64(count_at), np.int64(0)), 1)[0] = n
             rc = launch(function, 1, 1, 1, 1, 1, 1, 0, stream, params, 0)
         return rc if rc != 0 else synchronize(stream)
 
