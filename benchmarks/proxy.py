@@ -90,6 +90,15 @@ def main():
                  "each" if calls else "")
               + (f" ({c['memop_batches']} batches of atomics and signals as stream memory "
                  f"operations, {c['kernel_batches']} by a kernel)" if "memop_batches" in c else ""))
+    print(f"an MPI_Iprobe that finds nothing (mpi4py, 20,000 calls): "
+          f"{r['mpi_iprobe_s'] * 1e6:.2f} us each")
+    for name, rows in r.get("stages", {}).items():
+        what = "one hop (either way)" if name != "fetch_add" else "the round trip"
+        print(f"{name}, {what}, step by step (one more run of 300 with both proxies tracing; "
+              f"median and mean us): {sum(row[1] for row in rows):.1f} and "
+              f"{sum(row[2] for row in rows):.1f} in all")
+        for step, median, mean, seen in rows:
+            print(f"  {median:7.1f} {mean:7.1f}  {step} ({seen} times)")
     print(f"a Python thread of PE 0 while PE 1's puts keep its proxy busy, against the proxy "
           f"idle (worst of 3 rounds of 1 s): {r['python_speed_ratio']:.2f} "
           f"({r['python_speed_busy'] / 1e6:.1f} against {r['python_speed_idle'] / 1e6:.1f} "

@@ -18,6 +18,7 @@ import numpy as np
 import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
 from mpi4py import MPI
 from numba import cuda
+from numba_shmem._transport import _engine
 
 WINDOW = 16  # messages in flight per bandwidth round, as osu_bw's window
 ROUNDS = 3
@@ -101,21 +102,86 @@ def ping_pong(flag, sig, data, payload, iters, kind):
                 shmem.signal_wait_until(sig, shmem.CMP_GE, i)
 
 
+#: the steps of one hop of a ping-pong (p, put_signal) from the PE that sends
+#: (0) to the other (1), each the next event of its kind after the step
+#: before: (PE, event, tag or None, what the time up to it is)
+HOP = [(0, _engine.TAKEN, None, "the origin's loop took the request"),
+       (0, _engine.SENT_BATCH, _engine.TAG_REQ, "origin: taken -> its batch sent"),
+       (1, _engine.RECEIVED, _engine.TAG_REQ, "MPI and the target's loop: sent -> received"),
+       (1, _engine.CALLED, None, "target: received -> applied (its call into the GPU ended)"),
+       (1, _engine.TAKEN, None, "the target's kernel sees it and answers: applied -> the "
+                                "answer's request taken by the target's loop")]
+#: the steps of a fetching atomic's round trip, as HOP's
+FETCH = HOP[:4] + [
+    (1, _engine.SENT_BATCH, _engine.TAG_ANS, "target: applied -> the answer sent"),
+    (0, _engine.RECEIVED, _engine.TAG_ANS, "MPI and the origin's loop: sent -> received"),
+    (0, _engine.ANSWER_TAKEN, None, "origin: received -> recorded for the kernel"),
+    (0, _engine.TAKEN, None, "the origin's kernel sees it and goes on: recorded -> its next "
+                             "request taken")]
+
+
+def chains(traces, steps, origins):
+    """Each PE's proxy trace (``CompiledProxy.trace``; one clock: PEs on one
+    host) followed along ``steps`` (HOP, FETCH) from every TAKEN of the
+    origins' ``origins`` (PE numbers; step PE 0 is the origin, 1 the other of
+    two): per step, its name and the median and mean us it took."""
+    import bisect
+
+    by = {}  # (pe, event, tag) -> sorted times
+    for pe, trace in enumerate(traces):
+        for event, _a, b, at in trace.tolist():
+            by.setdefault((pe, event, None), []).append(at)
+            if event in (_engine.SENT_BATCH, _engine.RECEIVED):
+                by.setdefault((pe, event, b), []).append(at)
+    for times in by.values():
+        times.sort()
+    if not any(key[1] == _engine.CALLED for key in by):  # (a heap in the loop's memory:
+        steps = [step for step in steps if step[1] != _engine.CALLED]  # no calls into it)
+    spans = [[] for _ in steps[1:]]
+    for origin in origins:
+        pes = (origin, 1 - origin)
+        for t in by.get((origin, _engine.TAKEN, None), []):
+            at, gaps = t, []
+            for pe, event, tag, _name in steps[1:]:
+                times = by.get((pes[pe], event, tag), [])
+                k = bisect.bisect_right(times, at)
+                if k == len(times):
+                    break
+                gaps.append(times[k] - at)
+                at = times[k]
+            if len(gaps) == len(spans):
+                for span, gap in zip(spans, gaps):
+                    span.append(gap)
+    return [(name, float(np.median(span)) / 1e3, float(np.mean(span)) / 1e3, len(span))
+            for (_pe, _event, _tag, name), span in zip(steps[1:], spans) if span]
+
+
+def traced(proxy, comm, run):
+    """``run()`` once with each PE's proxy tracing: the traces, on PE 0 (else
+    None)."""
+    comm.Barrier()
+    proxy.trace(True)
+    run()
+    trace = proxy.trace(False)
+    return comm.gather(trace, root=0)
+
+
 def shmem_round_trip(me, iters, kind):
     """Seconds per round trip, timed around one kernel that runs them all."""
     flag, sig, data = (shmem.zeros(1, t) for t in (np.int64, np.uint64, np.int64))
     payload = cuda.to_device(np.zeros(1, np.int64))
 
-    def run():
+    def run(n=iters):
         flag.copy_to_device(np.zeros(1, np.int64))
         sig.copy_to_device(np.zeros(1, np.uint64))
         shmem.barrier_all()
         start = time.perf_counter()
-        ping_pong[1, 1](flag, sig, data, payload, iters, kind)
+        ping_pong[1, 1](flag, sig, data, payload, n, kind)
         cuda.synchronize()  # (on the GPU the launch returns at once)
         elapsed = time.perf_counter() - start
         shmem.barrier_all()
-        return elapsed / iters
+        return elapsed / n
+    run(2)  # (the kernel compiled and loaded before any timing)
     return run
 
 
@@ -130,9 +196,10 @@ def fetch_loop(counter, iters, other):
 def fetch_round_trip(me, counter, iters):
     """Seconds per atomic_fetch_add on the other PE from one GPU thread of PE 0
     (each waits for its answer), timed around one kernel that runs them all."""
-    def fetches():
-        fetch_loop[1, 1](counter, iters, 1)
+    def fetches(n=iters):
+        fetch_loop[1, 1](counter, n, 1)
         cuda.synchronize()
+    on_pe0(me, lambda: fetches(2))  # (the kernel compiled and loaded before any timing)
     return lambda: on_pe0(me, fetches) / iters
 
 
@@ -147,6 +214,16 @@ def host_put_round_trip(me, dest, iters):
             shmem.put(target, word, 1)
             shmem.quiet()
     return lambda: on_pe0(me, puts) / iters
+
+
+def mpi_probe_cost(comm, calls=20000):
+    """Seconds per MPI_Iprobe that finds nothing (what one look at MPI costs
+    the proxy's loop), through mpi4py."""
+    comm.Barrier()
+    start = time.perf_counter()
+    for _ in range(calls):
+        comm.Iprobe(MPI.ANY_SOURCE, 12345)
+    return (time.perf_counter() - start) / calls
 
 
 def mpi_round_trip(comm, me, iters):
@@ -290,6 +367,17 @@ def main():
         mine = {k: v - before[k] for k, v in counted().items()}
         mine["seconds"] = spent
         results["proxy_counters"] = comm.gather(mine, root=0)
+    if hasattr(proxy, "trace"):  # where a round trip's time goes: one more run, traced
+        results["stages"] = {}
+        for key, run in (("p", shmem_round_trip(me, iters, 0)),
+                         ("put_signal", shmem_round_trip(me, iters, 1)),
+                         ("fetch_add", fetch_round_trip(me, counter, iters))):
+            traces = traced(proxy, comm, run)
+            if me == 0:
+                steps, origins = (FETCH, (0,)) if key == "fetch_add" else (HOP, (0, 1))
+                results["stages"][key] = chains(traces, steps, origins)
+                results.setdefault("traces", {})[key] = [t.tolist() for t in traces]
+    results["mpi_iprobe_s"] = mpi_probe_cost(comm)
     kept = [interpreter_kept(me, dest) for _ in range(ROUNDS)]
     results["python_speed_ratio"], results["python_speed_idle"], \
         results["python_speed_busy"] = min(kept)

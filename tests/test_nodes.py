@@ -150,6 +150,16 @@ def test_the_compiled_proxy_reaches_a_heap_as_it_reaches_a_gpus(program, args, e
                                           or "still serves" in line for line in lines), lines
 
 
+def test_small_puts_toward_a_gpus_heap_go_as_word_writes_not_copies():
+    """A put of at most WORDS_MAX bytes in whole aligned words reaches a GPU's
+    heap in a batch of word writes (on the GPU: stream memory operations,
+    which do not wait for the application's time slice as a copy does); other
+    puts as one copy each; every byte lands (on the simulator through the
+    GPU's path)."""
+    result = nodes_run(2, 1, "small_puts.py", env={"NUMBA_SHMEM_TEST_FUNCTION_TARGET": "1"})
+    assert pe_lines(result) == ["PE 1: small puts ok"], result.stdout + result.stderr
+
+
 @pytest.mark.skipif(BACKEND != "sim", reason="the simulator's message; the GPU's kernel stops "
                     "the same way as under shmem-run (test_departures.py)")
 def test_a_reduction_in_lines_under_mpi_stops_when_a_member_leaves():
@@ -218,8 +228,9 @@ def test_a_proxy_thread_that_fails_says_so_and_stops_what_waits_for_it(tmp_path,
     result = nodes_run(2, 1, "proxy_fails.py", tmp_path / "done", timeout=120,
                        env={"NUMBA_SHMEM_WAIT_TIMEOUT": "3", "TMPDIR": str(job_tmpdir)})
     output = result.stdout + result.stderr
-    failure = "copying into the GPU's heap failed (it returned " if BACKEND == "cuda" else \
-        "flock failed"
+    # (on the GPU the put, 32 bytes, goes as a batch of word writes)
+    failure = "applying atomics, signals and p's on the GPU failed (it returned " \
+        if BACKEND == "cuda" else "flock failed"
     assert f"numba-shmem: PE 1: the proxy thread failed: {failure}" in output, output
     assert f"PE 1: shmem.put toward PE 0: the proxy (PEs on other nodes) stopped: {failure}" \
         in result.stdout, output

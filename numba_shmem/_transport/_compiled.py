@@ -380,6 +380,19 @@ class CompiledProxy:
             counters["memop_batches"], counters["kernel_batches"] = self._target_counts()
         return counters
 
+    def trace(self, on):
+        """Start recording the loop's steps (``_engine.EVENTS``) afresh (``on``),
+        or stop: then what was recorded, an int64 array of (event, its two
+        numbers, CLOCK_MONOTONIC ns) rows, in order. For benchmarks."""
+        ctl = self._state.ctl
+        ctl[_engine.TRACING] = 0
+        if on:
+            ctl[_engine.TRACED] = 0
+            ctl[_engine.TRACING] = 1
+            return None
+        time.sleep(0.001)  # (a record the loop was writing lands first)
+        return self._state.trace[:int(ctl[_engine.TRACED])].copy()
+
     def close(self):
         """Stop the loop once what it holds is sent (every PE has quieted and
         passed the finalize barrier before), free its communicator and the

@@ -88,7 +88,7 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
-    FAILED_RC, CONTROL_WORDS = range(29)
+    FAILED_RC, TRACING, TRACED, CONTROL_WORDS = range(31)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -105,6 +105,24 @@ CALLS = ("", "MPI_Isend", "MPI_Recv", "MPI_Iprobe", "MPI_Test", "MPI_Get_count",
 #: (``Target.apply``) before the next request that is not one
 PEND_MAX = 256
 PEND_WORDS = 5
+#: a put to a GPU's heap of at most this many bytes, in whole aligned words of
+#: 4 or 8 bytes (``p`` included), waits there too, as atomic sets of its words
+#: (one record each): no copy of its own (a copy from the proxy's context can
+#: wait for the application's time slice, a write to the heap in a batch of
+#: stream memory operations does not)
+WORDS_MAX = 1024
+
+#: a trace of the loop's steps, while TRACING is set (for benchmarks: where a
+#: round trip's time goes): TRACED records of four int64 (event, two of its
+#: numbers, the CLOCK_MONOTONIC ns it happened at), up to the trace's length
+TRACE_WORDS, TRACE_RECORDS = 4, 1 << 16
+#: events: a request taken from a ring (its rid, target PE); a batch sent (peer,
+#: tag); one received (source, tag); a call into a GPU's heap ended (its ns,
+#: its FAILED_CALL number); an answer queued (rid, origin PE); an answer taken
+#: at the origin (rid, target PE)
+TAKEN, SENT_BATCH, RECEIVED, CALLED, ANSWERED, ANSWER_TAKEN = 1, 2, 3, 4, 5, 6
+EVENTS = {TAKEN: "taken", SENT_BATCH: "sent", RECEIVED: "received", CALLED: "target call",
+          ANSWERED: "answered", ANSWER_TAKEN: "answer taken"}
 
 #: refusal reasons (a STATUS word, or a refusal record's): outside the mapped
 #: part of the heap, misaligned, an operation it does not apply, malformed
@@ -126,7 +144,7 @@ State = collections.namedtuple("State", [
     "host", "hw", "hstate", "gpu", "gw", "gstate",
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
     "nfollow", "dreq", "dticket", "dstate", "inbox", "inbox2", "drop", "heap", "extent",
-    "refusals"])
+    "refusals", "trace"])
 
 
 #: a heap that the loop reaches through functions (a GPU's): ``copy_in(dst,
@@ -186,7 +204,8 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
         dticket=np.zeros(DATA_SENDS, np.int64), dstate=np.zeros(DATA_SENDS, np.int64),
         inbox=np.zeros(BATCH, np.uint8), inbox2=np.zeros(BATCH, np.uint8),
         drop=np.zeros(PIECE, np.uint8), heap=heap,
-        extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64))
+        extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64),
+        trace=np.zeros((TRACE_RECORDS, TRACE_WORDS), np.int64))
 
 
 #: the C types of a Target's functions
@@ -260,8 +279,8 @@ _PUT, _GET, _ATOMIC, _SIGNAL = _ring.PUT, _ring.GET, _ring.ATOMIC, \
 _SIGNAL_MAX = _ring.SIGNAL_MAX
 #: the request kinds, for a Target's ``apply``
 ATOMIC_KIND, SIGNAL_KIND = _ATOMIC, _SIGNAL
-#: a put of one aligned word of 4 or 8 bytes goes to a GPU's heap as this
-#: atomic (set, fetching nothing): with the atomics and signals around it
+#: a word of a small put (WORDS_MAX) goes to a GPU's heap as this atomic (set,
+#: fetching nothing): with the atomics and signals around it
 _P32 = _ring.code(_ATOMIC, _ring.DTYPES.index("uint32"), _ring.ATOMIC_OPS.index("set"))
 _P64 = _ring.code(_ATOMIC, _ring.DTYPES.index("uint64"), _ring.ATOMIC_OPS.index("set"))
 _REQ_BYTES, _ANS_BYTES = 8 * REQ_WORDS, 8 * ANS_WORDS
@@ -284,10 +303,28 @@ def now_ns(s):
 
 
 @njit(nogil=True, cache=True)
-def target_call(s, began):
-    """Count one call of the target's functions, begun at ``began`` (ns)."""
+def note(s, event, a, b, at):
+    """Record ``event`` with its numbers ``a``, ``b`` at ``at`` ns (0: now),
+    while tracing and while the trace has room."""
+    if s.ctl[TRACING] == 0:
+        return
+    n = s.ctl[TRACED]
+    if n < s.trace.shape[0]:
+        s.trace[n, 0] = event
+        s.trace[n, 1] = a
+        s.trace[n, 2] = b
+        s.trace[n, 3] = at if at else now_ns(s)
+        s.ctl[TRACED] = n + 1
+
+
+@njit(nogil=True, cache=True)
+def target_call(s, began, call):
+    """Count one call of the target's functions, begun at ``began`` (ns);
+    ``call``: its FAILED_CALL number."""
+    ended = now_ns(s)
     s.ctl[TARGET_CALLS] += 1
-    s.ctl[TARGET_NS] += now_ns(s) - began
+    s.ctl[TARGET_NS] += ended - began
+    note(s, CALLED, ended - began, call, ended)
 
 
 @njit(nogil=True, cache=True)
@@ -296,7 +333,7 @@ def copy_into_heap(s, address, source, n):
     of a GPU's heap through the target, counted. False if the copy failed."""
     began = now_ns(s)
     rc = s.copy_in(address, _arg(s.copy_in, 1, source), n)
-    target_call(s, began)
+    target_call(s, began, 10)
     if rc != 0:
         s.ctl[FAILED_RC] = rc
         s.ctl[FAILED_CALL] = 10
@@ -446,6 +483,7 @@ def send_buffer(s, b):
         return False
     s.bstate[b] = 2
     s.ctl[SENT] += 1
+    note(s, SENT_BATCH, pe, tag, 0)
     s.openb[pe, tag - TAG_REQ] = -1
     d = 0
     for j in range(s.nfollow[b]):
@@ -560,6 +598,7 @@ def forward(s, gpu, ticket):
         s.pool[b, at + _REQ_BYTES:at + _REQ_BYTES + inline] = ring[start:start + inline]
     s.fill[b] = at + _REQ_BYTES + pad(inline)
     outstanding[slot] = ticket + 1
+    note(s, TAKEN, record[w], pe, 0)
     if big:
         n = s.nfollow[b]
         s.follows[b, n, 0] = words[d + ADDR]
@@ -639,7 +678,7 @@ def answer(s, source, rid, reason, value, back, offset):
         into = np.int64(s.pool[b].ctypes.data) + start
         began = now_ns(s)
         rc = s.copy_out(_arg(s.copy_out, 0, into), s.ctl[HEAP_BASE] + offset, inline_back)
-        target_call(s, began)
+        target_call(s, began, 11)
         if rc != 0:
             s.ctl[FAILED_RC] = rc
             s.ctl[FAILED_CALL] = 11
@@ -647,6 +686,7 @@ def answer(s, source, rid, reason, value, back, offset):
     elif inline_back:
         s.pool[b, start:start + inline_back] = s.heap[offset:offset + inline_back]
     s.fill[b] = start + pad(inline_back)
+    note(s, ANSWERED, rid, source, 0)
     if back > _CHUNK:  # a large get's data follows the answers, from the heap (one in
         n = s.nfollow[b]  # this process's memory: from a GPU's, gets come in slots' sizes)
         s.follows[b, n, 0] = np.int64(s.heap.ctypes.data + np.uint64(offset))
@@ -664,13 +704,13 @@ def apply_pending(s, source):
     s.ctl[PENDING] = 0
     began = now_ns(s)
     rc = s.apply(_arg(s.apply, 0, np.int64(s.pend.ctypes.data)), n)
-    target_call(s, began)
+    target_call(s, began, 12)
     if rc != 0:
         s.ctl[FAILED_RC] = rc
         s.ctl[FAILED_CALL] = 12
         return False
     for i in range(n):
-        if not answer(s, source, s.prid[i], 0, s.pend[i, 4], 0, 0):
+        if s.prid[i] >= 0 and not answer(s, source, s.prid[i], 0, s.pend[i, 4], 0, 0):
             return False
     return True
 
@@ -700,25 +740,30 @@ def serve_batch(s, nbytes, source):
             reason = MALFORMED
         if device and reason == 0 and ((kind == _GET and arg > _CHUNK) or (big and arg > PIECE)):
             reason = MALFORMED  # (the origins of a job on GPUs ask for no more)
-        word = device and reason == 0 and kind == _PUT and not big and (arg == 4 or arg == 8) \
-            and offset % arg == 0
-        if device and reason == 0 and (kind == _ATOMIC or kind == _SIGNAL or word):
+        # a small put in whole aligned words: as atomic sets of their bits
+        width = 8 if arg % 8 == 0 and offset % 8 == 0 else 4
+        words = device and reason == 0 and kind == _PUT and not big and arg > 0 and \
+            arg <= WORDS_MAX and arg % 4 == 0 and offset % 4 == 0
+        if device and reason == 0 and (kind == _ATOMIC or kind == _SIGNAL or words):
             # applied with the next ones, before the next request of another kind
-            # (a put of one aligned word, a p, as an atomic set of its bits)
-            k = s.ctl[PENDING]
-            s.pend[k, 0] = base + offset
-            s.pend[k, 1] = code
-            s.pend[k, 2] = arg
-            s.pend[k, 3] = cond
-            if word:
-                s.pend[k, 1] = _P32 if arg == 4 else _P64
-                s.pend[k, 2] = s.inbox[data_at:data_at + 8].view(np.int64)[0] if arg == 8 \
-                    else np.int64(s.inbox[data_at:data_at + 4].view(np.uint32)[0])
-            s.pend[k, 4] = 0
-            s.prid[k] = rid
-            s.ctl[PENDING] = k + 1
-            if k + 1 == PEND_MAX and not apply_pending(s, source):
+            n = arg // width if words else 1
+            if s.ctl[PENDING] + n > PEND_MAX and not apply_pending(s, source):
                 return False
+            k = s.ctl[PENDING]
+            for j in range(n):
+                s.pend[k + j, 0] = base + offset
+                s.pend[k + j, 1] = code
+                s.pend[k + j, 2] = arg
+                s.pend[k + j, 3] = cond
+                if words:
+                    at_j = data_at + width * j
+                    s.pend[k + j, 0] = base + offset + width * j
+                    s.pend[k + j, 1] = _P64 if width == 8 else _P32
+                    s.pend[k + j, 2] = s.inbox[at_j:at_j + 8].view(np.int64)[0] \
+                        if width == 8 else np.int64(s.inbox[at_j:at_j + 4].view(np.uint32)[0])
+                s.pend[k + j, 4] = 0
+                s.prid[k + j] = rid if j == n - 1 else -1  # (answered once: its last)
+            s.ctl[PENDING] = k + n
             continue
         if s.ctl[PENDING] and not apply_pending(s, source):
             return False
@@ -774,6 +819,7 @@ def take_answers(s, inbox, nbytes, source):
             record[w + 3]
         data_at = at + _ANS_BYTES
         at = data_at + pad(inline)
+        note(s, ANSWER_TAKEN, rid, source, 0)
         gpu = (rid & 1) == 1
         ticket = rid >> 1
         slot = ticket % _SLOTS
@@ -854,6 +900,7 @@ def probe(s, only, inbox):
     if s.recv(inbox.ctypes.data, nbytes, byte, source, tag, comm, 0) != 0:
         s.ctl[FAILED_CALL] = 2
         return -1, 0, 0
+    note(s, RECEIVED, source, tag, 0)
     return tag, nbytes, source
 
 

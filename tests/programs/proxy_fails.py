@@ -1,5 +1,5 @@
 """A proxy thread that fails: PE 1's proxy fails while it applies PE 0's
-request (on the GPU its copy into the heap fails: the heap's address is
+request (on the GPU its batch of word writes into the heap fails: the heap's address is
 made one the driver refuses; on the simulator the heap's lock is taken from
 under it: flock fails). PE 1 must say so in one line naming itself and the error; its next
 call toward another node is an error naming the failure, not a hang; and PE
