@@ -84,11 +84,13 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 #: control words (Python sets STOP, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, the MPI
 #: library's handles and constants, and for a heap on a GPU ON_DEVICE and
 #: HEAP_BASE; the loop the rest, counters included; FAILED_RC is what a
-#: target's function that failed returned: a CUresult on the GPU)
+#: target's function that failed returned: a CUresult on the GPU; OPEN,
+#: IN_FLIGHT and DATA_IN_FLIGHT count the buffers being filled, the buffers
+#: and the DATA messages MPI is sending, so that an idle turn looks at none)
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
-    FAILED_RC, TRACING, TRACED, CONTROL_WORDS = range(31)
+    FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, CONTROL_WORDS = range(34)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -298,16 +300,21 @@ def first_unpublished(words, start):
 
 @njit(nogil=True, cache=True)
 def now_ns(s):
-    s.clock_gettime(1, s.clock.ctypes.data)  # CLOCK_MONOTONIC
-    return s.clock[0] * 1_000_000_000 + s.clock[1]
+    return clock_ns(s.clock_gettime, s.clock)
+
+
+@njit(nogil=True, cache=True)
+def clock_ns(clock_gettime, clock):
+    """CLOCK_MONOTONIC in ns (the loop's turns call this, not ``now_ns``: a
+    call that passes the whole State costs about 0.1 us)."""
+    clock_gettime(1, clock.ctypes.data)
+    return clock[0] * 1_000_000_000 + clock[1]
 
 
 @njit(nogil=True, cache=True)
 def note(s, event, a, b, at):
-    """Record ``event`` with its numbers ``a``, ``b`` at ``at`` ns (0: now),
-    while tracing and while the trace has room."""
-    if s.ctl[TRACING] == 0:
-        return
+    """Record ``event`` with its numbers ``a``, ``b`` at ``at`` ns (0: now)
+    while the trace has room (callers look at TRACING first)."""
     n = s.ctl[TRACED]
     if n < s.trace.shape[0]:
         s.trace[n, 0] = event
@@ -324,7 +331,8 @@ def target_call(s, began, call):
     ended = now_ns(s)
     s.ctl[TARGET_CALLS] += 1
     s.ctl[TARGET_NS] += ended - began
-    note(s, CALLED, ended - began, call, ended)
+    if s.ctl[TRACING]:
+        note(s, CALLED, ended - began, call, ended)
 
 
 @njit(nogil=True, cache=True)
@@ -461,6 +469,7 @@ def open_buffer(s, pe, tag, need, answers):
     for k in range(first, first + half):
         if s.bstate[k] == 0:
             s.bstate[k] = 1
+            s.ctl[OPEN] += 1
             s.fill[k] = 0
             s.expect[k] = 0
             s.nfollow[k] = 0
@@ -482,8 +491,11 @@ def send_buffer(s, b):
         s.ctl[FAILED_CALL] = 1
         return False
     s.bstate[b] = 2
+    s.ctl[OPEN] -= 1
+    s.ctl[IN_FLIGHT] += 1
     s.ctl[SENT] += 1
-    note(s, SENT_BATCH, pe, tag, 0)
+    if s.ctl[TRACING]:
+        note(s, SENT_BATCH, pe, tag, 0)
     s.openb[pe, tag - TAG_REQ] = -1
     d = 0
     for j in range(s.nfollow[b]):
@@ -495,6 +507,7 @@ def send_buffer(s, b):
             s.ctl[FAILED_CALL] = 1
             return False
         s.dstate[d] = 1
+        s.ctl[DATA_IN_FLIGHT] += 1
         s.dticket[d] = s.follows[b, j, 2]
     s.nfollow[b] = 0
     return True
@@ -514,21 +527,31 @@ def reap(s):
     """Free what MPI is done sending (a host put sent from its caller's
     memory is then done with it: DONE); how many, or -1 if MPI failed."""
     freed = 0
+    left = s.ctl[IN_FLIGHT]
     for b in range(BUFFERS):
+        if left == 0:
+            break
         if s.bstate[b] == 2:
+            left -= 1
             if s.test(s.breq[b:b + 1].ctypes.data, s.flag.ctypes.data, 0) != 0:
                 s.ctl[FAILED_CALL] = 4
                 return -1
             if s.flag[0]:
                 s.bstate[b] = 0
+                s.ctl[IN_FLIGHT] -= 1
                 freed += 1
+    left = s.ctl[DATA_IN_FLIGHT]
     for d in range(DATA_SENDS):
+        if left == 0:
+            break
         if s.dstate[d] == 1:
+            left -= 1
             if s.test(s.dreq[d:d + 1].ctypes.data, s.flag.ctypes.data, 0) != 0:
                 s.ctl[FAILED_CALL] = 4
                 return -1
             if s.flag[0]:
                 s.dstate[d] = 0
+                s.ctl[DATA_IN_FLIGHT] -= 1
                 ticket = s.dticket[d]
                 if ticket >= 0:
                     _fence()
@@ -539,13 +562,7 @@ def reap(s):
 
 @njit(nogil=True, cache=True)
 def sending(s):
-    for b in range(BUFFERS):
-        if s.bstate[b] != 0:
-            return True
-    for d in range(DATA_SENDS):
-        if s.dstate[d] != 0:
-            return True
-    return False
+    return s.ctl[OPEN] + s.ctl[IN_FLIGHT] + s.ctl[DATA_IN_FLIGHT] != 0
 
 
 # -- an origin's side: taking requests from the rings ----------------------------
@@ -598,7 +615,8 @@ def forward(s, gpu, ticket):
         s.pool[b, at + _REQ_BYTES:at + _REQ_BYTES + inline] = ring[start:start + inline]
     s.fill[b] = at + _REQ_BYTES + pad(inline)
     outstanding[slot] = ticket + 1
-    note(s, TAKEN, record[w], pe, 0)
+    if s.ctl[TRACING]:
+        note(s, TAKEN, record[w], pe, 0)
     if big:
         n = s.nfollow[b]
         s.follows[b, n, 0] = words[d + ADDR]
@@ -686,7 +704,8 @@ def answer(s, source, rid, reason, value, back, offset):
     elif inline_back:
         s.pool[b, start:start + inline_back] = s.heap[offset:offset + inline_back]
     s.fill[b] = start + pad(inline_back)
-    note(s, ANSWERED, rid, source, 0)
+    if s.ctl[TRACING]:
+        note(s, ANSWERED, rid, source, 0)
     if back > _CHUNK:  # a large get's data follows the answers, from the heap (one in
         n = s.nfollow[b]  # this process's memory: from a GPU's, gets come in slots' sizes)
         s.follows[b, n, 0] = np.int64(s.heap.ctypes.data + np.uint64(offset))
@@ -819,7 +838,8 @@ def take_answers(s, inbox, nbytes, source):
             record[w + 3]
         data_at = at + _ANS_BYTES
         at = data_at + pad(inline)
-        note(s, ANSWER_TAKEN, rid, source, 0)
+        if s.ctl[TRACING]:
+            note(s, ANSWER_TAKEN, rid, source, 0)
         gpu = (rid & 1) == 1
         ticket = rid >> 1
         slot = ticket % _SLOTS
@@ -874,17 +894,25 @@ def take_answers(s, inbox, nbytes, source):
 
 
 @njit(nogil=True, cache=True)
+def look(iprobe, ctl, flag, status, only):
+    """Whether MPI has a message for this PE (of tag ``only``, or any): 1 (its
+    status in ``status``), 0, or -1 if MPI failed."""
+    if iprobe(ctl[ANY_SOURCE], only, _arg(iprobe, 2, ctl[COMM]), flag.ctypes.data,
+              status.ctypes.data) != 0:
+        ctl[FAILED_CALL] = 3
+        return -1
+    return 1 if flag[0] != 0 else 0
+
+
+@njit(nogil=True, cache=True)
 def probe(s, only, inbox):
     """Receive one message MPI has for this PE (of tag ``only``, or any)
     into ``inbox``: (tag, bytes, source); tag 0 if there was none, -1 if
     MPI failed."""
     comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
-    if s.iprobe(s.ctl[ANY_SOURCE], only, _arg(s.iprobe, 2, s.ctl[COMM]), s.flag.ctypes.data,
-                s.status.ctypes.data) != 0:
-        s.ctl[FAILED_CALL] = 3
-        return -1, 0, 0
-    if s.flag[0] == 0:
-        return 0, 0, 0
+    found = look(s.iprobe, s.ctl, s.flag, s.status, only)
+    if found <= 0:
+        return found, 0, 0
     source, tag = s.status[s.ctl[SOURCE_AT]], s.status[s.ctl[TAG_AT]]
     if s.get_count(s.status.ctypes.data, _arg(s.get_count, 1, s.ctl[BYTE]),
                    s.count.ctypes.data) != 0:
@@ -900,7 +928,8 @@ def probe(s, only, inbox):
     if s.recv(inbox.ctypes.data, nbytes, byte, source, tag, comm, 0) != 0:
         s.ctl[FAILED_CALL] = 2
         return -1, 0, 0
-    note(s, RECEIVED, source, tag, 0)
+    if s.ctl[TRACING]:
+        note(s, RECEIVED, source, tag, 0)
     return tag, nbytes, source
 
 
@@ -931,31 +960,40 @@ def receive(s):
 def serve(s):
     """Run until told to stop (STOP, and nothing left to send): 0; or until
     an MPI call fails: its number (CALLS)."""
-    idle_since = now_ns(s)
+    # (each turn calls a function that takes the whole State only where there
+    # is work for it: such a call costs about 0.1 us, an idle turn a few looks)
+    ctl, clock_gettime, clock = s.ctl, s.clock_gettime, s.clock
+    gw, hw = s.gw, s.hw
+    idle_since = clock_ns(clock_gettime, clock)
     sleep_us = 1
     while True:
         busy = False
-        s.ctl[LOOPS] += 1
-        freed = reap(s)
-        if freed < 0:
-            return s.ctl[FAILED_CALL]
-        taken = drain(s)
-        if taken < 0:
-            return s.ctl[FAILED_CALL]
+        ctl[LOOPS] += 1
+        freed = 0
+        if ctl[IN_FLIGHT] + ctl[DATA_IN_FLIGHT] != 0:
+            freed = reap(s)
+            if freed < 0:
+                return ctl[FAILED_CALL]
+        taken = 0
+        if published(gw, ctl[GPU_NEXT]) or published(hw, ctl[HOST_NEXT]):
+            taken = drain(s)
+            if taken < 0:
+                return ctl[FAILED_CALL]
         for _ in range(TAKE):
-            got = receive(s)
+            found = look(s.iprobe, ctl, s.flag, s.status, ctl[ANY_TAG])
+            got = receive(s) if found > 0 else found
             if got < 0:
-                return s.ctl[FAILED_CALL]
+                return ctl[FAILED_CALL]
             if got == 0:
                 break
             busy = True
-        if not flush(s):
-            return s.ctl[FAILED_CALL]
+        if ctl[OPEN] != 0 and not flush(s):
+            return ctl[FAILED_CALL]
         if taken or freed:
             busy = True
         if s.ctl[STOP] != 0 and not busy and not sending(s):
             return 0
-        now = now_ns(s)
+        now = clock_ns(clock_gettime, clock)
         if busy:
             idle_since = now
             sleep_us = 1
@@ -970,6 +1008,6 @@ def serve(s):
                 s.timeout[1] = sleep_us * 1000
                 if s.ppoll(s.pollfd.ctypes.data, 1, s.timeout.ctypes.data, 0) > 0:
                     s.read(_arg(s.read, 0, s.ctl[WAKE_FD]), s.status.ctypes.data, 16)
-                s.ctl[SLEPT_NS] += now_ns(s) - now
+                s.ctl[SLEPT_NS] += clock_ns(clock_gettime, clock) - now
             s.ctl[SLEEPING] = 0
             sleep_us = min(sleep_us * 2, s.ctl[SLEEP_US])
