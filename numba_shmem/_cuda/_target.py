@@ -8,7 +8,9 @@ engine; a batch of atomics and signals as stream memory operations where it
 can (below), else with one launch of a small kernel written here in PTX, each
 record with the direct path's system-scope instruction, so that an atomic
 from another node is atomic against this node's. Each call is complete (the
-stream synchronized) before it returns and the proxy answers.
+stream synchronized) before it returns, but a batch of stream memory
+operations: the proxy goes on and answers its requests once the stream says
+they are done.
 
 Why a context of its own: while the application's context loads a module
 (numba loads a kernel at its first launch), every call into that context
@@ -214,8 +216,9 @@ class FunctionTarget:
     atomic reductions, one ``cuStreamBatchMemOp``), where every one of them is
     such (signals that set or add, ``p``, atomics that set, add, and or or and
     fetch nothing; a reduction never after a write), or else with one launch
-    of ``apply_batch``. Each call is
-    complete (the stream synchronized) before it returns. Stream memory
+    of ``apply_batch``. Each call is complete (the stream synchronized) before
+    it returns, but for a batch of stream memory operations: that is complete
+    once ``settled`` says so (or a later call returned: one stream). Stream memory
     operations are the way that does not wait for a time slice: on a GPU
     where the application's kernel runs and no MPS daemon shares it, a copy or
     a launch from another context waits for the application's slice to end
@@ -252,14 +255,14 @@ class FunctionTarget:
                 where[2:] = -1
             driver = _driver()
             writes = writes and driver[-1] is not None
-            copy_in, copy_out, apply = _functions(
+            copy_in, copy_out, apply, settled = _functions(
                 driver, int(stream), int(function), ctypes.addressof(self._params),
                 ctypes.addressof(self._args) + 8, self._memops.ctypes.data if writes else 0,
                 templates, where, self._counts.ctypes.data)
-            self._keep = (copy_in, copy_out, apply)
+            self._keep = (copy_in, copy_out, apply, settled)
             self.target = _engine.Target(
                 _engine.COPY_IN(copy_in.address), _engine.COPY_OUT(copy_out.address),
-                _engine.APPLY(apply.address), heap.base,
+                _engine.APPLY(apply.address), _engine.SETTLED(settled.address), heap.base,
                 pend.view(np.int64).reshape(_engine.PEND_MAX, _engine.PEND_WORDS))
         except BaseException:
             self._undo.unwind()
@@ -297,7 +300,10 @@ DRIVER = {"cuMemcpyHtoDAsync_v2": ctypes.CFUNCTYPE(_I32, _U64, _U64, _U64, _U64)
           "cuStreamSynchronize": ctypes.CFUNCTYPE(_I32, _U64),
           "cuLaunchKernel": ctypes.CFUNCTYPE(_I32, _U64, _U32, _U32, _U32, _U32, _U32, _U32,
                                              _U32, _U64, _U64, _U64),
+          "cuStreamQuery": ctypes.CFUNCTYPE(_I32, _U64),
           "cuStreamBatchMemOp_v2": ctypes.CFUNCTYPE(_I32, _U64, _U32, _U64, _U32)}
+#: what cuStreamQuery returns while work on the stream is still running
+_NOT_READY = 600
 
 
 def _driver():
@@ -330,7 +336,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     from .._transport._engine import PEND_WORDS
 
-    htod, dtoh, synchronize, launch, batch = driver
+    htod, dtoh, synchronize, launch, query, batch = driver
     if batch is None:  # (never called: memops_at is 0; the function still compiles)
         batch = DRIVER["cuStreamBatchMemOp_v2"](lambda *args: 1)
     kinds = (_ring.SIGNAL, _ring.ATOMIC)
@@ -401,16 +407,23 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         records = carray(pointer(address, np.int64(0)), (n, PEND_WORDS))
         counts = carray(pointer(np.uint64(counts_at), np.int64(0)), 2)
         if memops_at != 0 and as_memops(records, n):
+            # (the driver takes the operations in at the call: the records and
+            # the operations may be reused at once; complete once settled says so)
             counts[0] += 1
             rc = 0
             for first in range(0, n, MEMOP_CALL):  # (one call takes fewer than 256)
                 if rc == 0:
                     rc = batch(stream, min(MEMOP_CALL, n - first),
                                memops_at + 8 * MEMOP_WORDS * first, 0)
-        else:
-            counts[1] += 1
-            carray(pointer(np.uint64(count_at), np.int64(0)), 1)[0] = n
-            rc = launch(function, 1, 1, 1, 1, 1, 1, 0, stream, params, 0)
+            return rc
+        counts[1] += 1
+        carray(pointer(np.uint64(count_at), np.int64(0)), 1)[0] = n
+        rc = launch(function, 1, 1, 1, 1, 1, 1, 0, stream, params, 0)
         return rc if rc != 0 else synchronize(stream)
 
-    return copy_in, copy_out, apply
+    @cfunc(types.int32())
+    def settled():
+        rc = query(stream)
+        return -1 if rc == _NOT_READY else rc
+
+    return copy_in, copy_out, apply, settled

@@ -46,7 +46,8 @@ def function_target(heap, lockfd):
     apply = _FUNCTIONS[lockfd]
     return _engine.Target(_engine.COPY_IN(_FUNCTIONS["copy_in"].address),
                           _engine.COPY_OUT(_FUNCTIONS["copy_out"].address),
-                          _engine.APPLY(apply.address), int(heap.ctypes.data),
+                          _engine.APPLY(apply.address),
+                          _engine.SETTLED(_engine.settled_at_once.address), int(heap.ctypes.data),
                           np.zeros((_engine.PEND_MAX, _engine.PEND_WORDS), np.int64))
 
 

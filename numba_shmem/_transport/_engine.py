@@ -86,11 +86,13 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 #: HEAP_BASE; the loop the rest, counters included; FAILED_RC is what a
 #: target's function that failed returned: a CUresult on the GPU; OPEN,
 #: IN_FLIGHT and DATA_IN_FLIGHT count the buffers being filled, the buffers
-#: and the DATA messages MPI is sending, so that an idle turn looks at none)
+#: and the DATA messages MPI is sending, so that an idle turn looks at none;
+#: DEFERRED the requests applied but not yet answered: ``drid``, ``dsource``)
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
-    FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, CONTROL_WORDS = range(34)
+    FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, DEFERRED, \
+    CONTROL_WORDS = range(35)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -107,6 +109,9 @@ CALLS = ("", "MPI_Isend", "MPI_Recv", "MPI_Iprobe", "MPI_Test", "MPI_Get_count",
 #: (``Target.apply``) before the next request that is not one
 PEND_MAX = 256
 PEND_WORDS = 5
+#: requests whose batch the target took in but may not have applied yet,
+#: answered once it has (``settle``); at most this many at once
+DEFER_MAX = 1024
 #: a put to a GPU's heap of at most this many bytes, in whole aligned words of
 #: 4 or 8 bytes (``p`` included), waits there too, as atomic sets of its words
 #: (one record each): no copy of its own (a copy from the proxy's context can
@@ -141,7 +146,8 @@ _LOCK_EX, _LOCK_UN = 2, 8
 #: (``ctl`` the control words)
 State = collections.namedtuple("State", [
     "isend", "recv", "iprobe", "test", "get_count", "flock", "ppoll", "read",
-    "clock_gettime", "copy_in", "copy_out", "apply", "pend", "prid", "ctl", "clock", "flag",
+    "clock_gettime", "copy_in", "copy_out", "apply", "settled", "pend", "prid", "drid",
+    "dsource", "ctl", "clock", "flag",
     "count", "status", "pollfd", "timeout",
     "host", "hw", "hstate", "gpu", "gw", "gstate",
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
@@ -154,9 +160,14 @@ State = collections.namedtuple("State", [
 #: ``dst``, ``copy_out(dst, src, n)`` from the heap into host memory,
 #: ``apply(records, n)`` applies n PEND_WORDS records in order (the old value
 #: into the fifth word), ``base`` is the heap's address there; each function
-#: returns 0 once done, else an error code. ``pend`` (PEND_MAX x PEND_WORDS
-#: int64) is where ``apply`` finds its records.
-Target = collections.namedtuple("Target", ["copy_in", "copy_out", "apply", "base", "pend"])
+#: returns 0 once done, else an error code, but ``apply`` may return 0 once its
+#: records are taken in, before they are applied, where none fetches: they
+#: are applied once ``settled()`` returns 0 (-1: not yet; else an error
+#: code) or another of the functions has returned (the target applies in
+#: order). ``pend`` (PEND_MAX x PEND_WORDS int64) is where ``apply`` finds its
+#: records.
+Target = collections.namedtuple("Target", ["copy_in", "copy_out", "apply", "settled", "base",
+                                           "pend"])
 
 
 def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None):
@@ -190,7 +201,9 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
         isend=mpic.isend, recv=mpic.recv, iprobe=mpic.iprobe, test=mpic.test,
         get_count=mpic.get_count, flock=flock, ppoll=ppoll, read=read,
         clock_gettime=clock_gettime, copy_in=target.copy_in, copy_out=target.copy_out,
-        apply=target.apply, pend=target.pend, prid=np.zeros(PEND_MAX, np.int64), ctl=ctl,
+        apply=target.apply, settled=target.settled, pend=target.pend,
+        prid=np.zeros(PEND_MAX, np.int64), drid=np.zeros(DEFER_MAX, np.int64),
+        dsource=np.zeros(DEFER_MAX, np.int64), ctl=ctl,
         clock=np.zeros(2, np.int64),
         pollfd=pollfd, timeout=np.zeros(2, np.int64), flag=np.zeros(1, np.int32),
         count=np.zeros(1, np.int32), status=np.zeros(max(status_bytes // 4, 8), np.int32),
@@ -214,6 +227,7 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
 COPY_IN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t)
 COPY_OUT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t)
 APPLY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
+SETTLED = ctypes.CFUNCTYPE(ctypes.c_int)
 
 
 @cfunc(types.int32(types.uint64, types.voidptr, types.uintp), cache=True)
@@ -231,11 +245,18 @@ def _refuse_apply(records, n):
     return -1
 
 
+@cfunc(types.int32(), cache=True)
+def settled_at_once():
+    """``settled`` of a target whose ``apply`` returns once applied."""
+    return 0
+
+
 def _unused_target():
     """The Target of a heap in this process's memory, whose functions the loop
     never calls (they have the types above, and would answer an error)."""
     return Target(COPY_IN(_refuse_in.address), COPY_OUT(_refuse_out.address),
-                  APPLY(_refuse_apply.address), 0, np.zeros((PEND_MAX, PEND_WORDS), np.int64))
+                  APPLY(_refuse_apply.address), SETTLED(settled_at_once.address), 0,
+                  np.zeros((PEND_MAX, PEND_WORDS), np.int64))
 
 
 @intrinsic
@@ -562,7 +583,7 @@ def reap(s):
 
 @njit(nogil=True, cache=True)
 def sending(s):
-    return s.ctl[OPEN] + s.ctl[IN_FLIGHT] + s.ctl[DATA_IN_FLIGHT] != 0
+    return s.ctl[OPEN] + s.ctl[IN_FLIGHT] + s.ctl[DATA_IN_FLIGHT] + s.ctl[DEFERRED] != 0
 
 
 # -- an origin's side: taking requests from the rings ----------------------------
@@ -718,9 +739,13 @@ def answer(s, source, rid, reason, value, back, offset):
 @njit(nogil=True, cache=True)
 def apply_pending(s, source):
     """Apply the atomics and signals waiting in ``pend`` on the GPU's heap, in
-    order, and answer them. False if that or MPI failed."""
+    order, and answer them: a fetching one now (the target returns once it
+    is applied), the others once the target says they are (``settle``).
+    False if that or MPI failed."""
     n = s.ctl[PENDING]
     s.ctl[PENDING] = 0
+    if s.ctl[DEFERRED] + n > DEFER_MAX and not settle(s, True):
+        return False
     began = now_ns(s)
     rc = s.apply(_arg(s.apply, 0, np.int64(s.pend.ctypes.data)), n)
     target_call(s, began, 12)
@@ -729,7 +754,37 @@ def apply_pending(s, source):
         s.ctl[FAILED_CALL] = 12
         return False
     for i in range(n):
-        if s.prid[i] >= 0 and not answer(s, source, s.prid[i], 0, s.pend[i, 4], 0, 0):
+        if s.prid[i] < 0:
+            continue
+        if fetches(s.pend[i, 1]):
+            if not answer(s, source, s.prid[i], 0, s.pend[i, 4], 0, 0):
+                return False
+        else:
+            k = s.ctl[DEFERRED]
+            s.drid[k] = s.prid[i]
+            s.dsource[k] = source
+            s.ctl[DEFERRED] = k + 1
+    return True
+
+
+@njit(nogil=True, cache=True)
+def settle(s, wait):
+    """Answer the deferred requests if the target has applied them (with
+    ``wait``: once it has). False if the target or MPI failed."""
+    while True:
+        rc = s.settled()
+        if rc == 0:
+            break
+        if rc != -1:
+            s.ctl[FAILED_RC] = rc
+            s.ctl[FAILED_CALL] = 12
+            return False
+        if not wait:
+            return True
+    n = s.ctl[DEFERRED]
+    s.ctl[DEFERRED] = 0
+    for i in range(n):
+        if not answer(s, s.dsource[i], s.drid[i], 0, 0, 0, 0):
             return False
     return True
 
@@ -974,6 +1029,12 @@ def serve(s):
             freed = reap(s)
             if freed < 0:
                 return ctl[FAILED_CALL]
+        if ctl[DEFERRED] != 0:
+            answered = ctl[DEFERRED]
+            if not settle(s, False):
+                return ctl[FAILED_CALL]
+            if ctl[DEFERRED] != answered:
+                busy = True
         taken = 0
         if published(gw, ctl[GPU_NEXT]) or published(hw, ctl[HOST_NEXT]):
             taken = drain(s)

@@ -15,6 +15,7 @@ from numba_shmem._transport import _engine, _ring
 
 reductions = sys.argv[1] == "1"
 calls = []
+query_rc = [0]  # what the fake cuStreamQuery returns
 
 
 def recorder(name):
@@ -25,7 +26,7 @@ def recorder(name):
             calls.append((name, args, words.reshape(count, 6).copy()))
         else:
             calls.append((name, args, None))
-        return 0
+        return query_rc[0] if name == "cuStreamQuery" else 0
     return record
 
 
@@ -42,6 +43,7 @@ counts = np.zeros(2, np.int64)
 functions = _target._functions(fake, 7, 9, 1234, count.ctypes.data, memops.ctypes.data,
                                templates, where, counts.ctypes.data)
 apply = _engine.APPLY(functions[2].address)
+settled = _engine.SETTLED(functions[3].address)
 pend = np.zeros((_engine.PEND_MAX, _engine.PEND_WORDS), np.int64)
 
 SET, ADD, MAX = 0, 1, _ring.SIGNAL_MAX
@@ -70,9 +72,16 @@ def atomic(dtype, op, address, value, fetch=0):
 # writes: a signal set, a p of 8 and of 4 bytes (an atomic set of its width)
 done = run([signal(SET, 0x1000, 5), atomic(I64, "set", 0x2000, -1),
             atomic(U32, "set", 0x3004, 0x1_0000_0007)])
-(name, args, words), sync = done
+# (no synchronize: the batch is complete once settled() says so, through cuStreamQuery)
+(name, args, words), = done
 assert name == "cuStreamBatchMemOp_v2" and args[:2] == (7, 3) and args[3] == 0, done
-assert sync[0] == "cuStreamSynchronize" and sync[1] == (7,)
+del calls[:]
+assert settled() == 0 and [(name, args) for name, args, _ in calls] == [("cuStreamQuery", (7,))]
+query_rc[0] = 600  # CUDA_ERROR_NOT_READY: not yet
+assert settled() == -1
+query_rc[0] = 700  # an error: itself
+assert settled() == 700
+query_rc[0] = 0
 W64 = int(_target.cu.CUstreamBatchMemOpType.CU_STREAM_MEM_OP_WRITE_VALUE_64)
 W32 = int(_target.cu.CUstreamBatchMemOpType.CU_STREAM_MEM_OP_WRITE_VALUE_32)
 assert [int(w) & 0xFFFF_FFFF for w in words[:, 0]] == [W64, W64, W32]
@@ -82,11 +91,11 @@ assert words[1, a] == 0x2000 and words[1, v] == np.uint64(2**64 - 1)
 a, v = where[0]
 assert words[2, a] == 0x3004 and words[2, v] == 7  # (a 32-bit value's bits only)
 
-# a full batch goes in calls of at most MEMOP_CALL operations, then one synchronize
+# a full batch goes in calls of at most MEMOP_CALL operations
 done = run([signal(SET, 0x1000 + 8 * k, k) for k in range(_engine.PEND_MAX)])
 sizes = [args[1] for name, args, _ in done if name == "cuStreamBatchMemOp_v2"]
 assert sizes == [_target.MEMOP_CALL] * (_engine.PEND_MAX // _target.MEMOP_CALL), done
-assert done[-1][0] == "cuStreamSynchronize" and len(done) == len(sizes) + 1
+assert len(done) == len(sizes)
 assert [int(w) for w in done[1][2][:, where[1, 1]]] == list(range(128, 256))
 
 # a signal add and atomics that add, and, or: reductions where the GPU has them
