@@ -103,9 +103,12 @@ def main():
           f"idle (worst of 3 rounds of 1 s): {r['python_speed_ratio']:.2f} "
           f"({r['python_speed_busy'] / 1e6:.1f} against {r['python_speed_idle'] / 1e6:.1f} "
           "million loop iterations per second)")
-    where = "host threads" if r["backend"] == "sim" else "GPU threads (one block)"
-    print(f"p through the proxy, per second, from 1 / 8 / 32 {where} of PE 0: "
+    print("p through the proxy, per second, from 1 / 8 / 32 threads of a kernel (one block) "
+          "of PE 0: "
           + " / ".join(f"{r[f'p_rate_{t}_threads']:.0f}" for t in (1, 8, 32)))
+    if "p_rate_1_taken" in r:
+        print("  PE 0's loop took a p every (median us) / requests per batch it sent: "
+              + "; ".join("{:.2f} / {:.1f}".format(*r[f"p_rate_{t}_taken"]) for t in (1, 8, 32)))
     if args.json:
         args.json.write_text(json.dumps(r, indent=1))
 

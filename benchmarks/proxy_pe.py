@@ -4,13 +4,11 @@ on emulated nodes of one). PE 0 measures; prints one JSON line from PE 0.
 On the same two processes, one after another: numba-shmem's puts and round
 trips through the proxy, mpi4py's own Send/Recv and Put between the same ranks
 (osu_bw / osu_latency shapes), how fast a Python thread of PE 0 runs while PE
-1 keeps PE 0's proxy busy, and p from many threads at once (host threads on
-the simulator, GPU threads of one block on the GPU).
+1 keeps PE 0's proxy busy, and p from many threads of a kernel at once.
 """
 
 import json
 import sys
-import threading
 import time
 
 import numpy as np
@@ -255,29 +253,13 @@ def p_many(counter, per_thread):
 
 
 def kernel_message_rate(me, counter, threads, per_thread):
-    """On the GPU: p's per second from ``threads`` GPU threads of PE 0 (one
-    block), quiet included, timed around the kernel."""
+    """p's per second from ``threads`` threads of one block of a kernel of PE 0
+    (on the simulator each a Python thread), quiet included, timed around the
+    kernel."""
     def kernel():
         p_many[1, threads](counter, per_thread)
         cuda.synchronize()
     return lambda: threads * per_thread / on_pe0(me, kernel)
-
-
-def message_rate(me, counter, threads, per_thread):
-    """On the simulator: p's per second from ``threads`` host threads of PE 0
-    into PE 1 (the simulator's device functions are Python), quiet included."""
-    def work(t):
-        for i in range(per_thread):
-            shmem.p(counter[t:t + 1], i, 1)
-
-    def threaded():
-        pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-        for thread in pool:
-            thread.start()
-        for thread in pool:
-            thread.join()
-        shmem.quiet()
-    return lambda: threads * per_thread / on_pe0(me, threaded)
 
 
 def python_speed(seconds):
@@ -381,10 +363,19 @@ def main():
     kept = [interpreter_kept(me, dest) for _ in range(ROUNDS)]
     results["python_speed_ratio"], results["python_speed_idle"], \
         results["python_speed_busy"] = min(kept)
-    rate = message_rate if results["backend"] == "sim" else kernel_message_rate
     for threads in (1, 8, 32):
-        results[f"p_rate_{threads}_threads"] = best_of(ROUNDS, rate(me, counter, threads,
-                                                                    2000 // threads))[0]
+        run = kernel_message_rate(me, counter, threads, 2000 // threads)
+        results[f"p_rate_{threads}_threads"] = best_of(ROUNDS, run)[0]
+        if hasattr(proxy, "trace"):  # how often PE 0's loop took a p, how many a batch held
+            traces = traced(proxy, comm, run)
+            if me == 0:
+                taken = [at for event, _a, _b, at in traces[0].tolist()
+                         if event == _engine.TAKEN]
+                sent = sum(1 for event, _a, tag, _at in traces[0].tolist()
+                           if event == _engine.SENT_BATCH and tag == _engine.TAG_REQ)
+                gaps = np.diff(taken) / 1e3 if len(taken) > 1 else np.zeros(1)
+                results[f"p_rate_{threads}_taken"] = [float(np.median(gaps)),
+                                                      len(taken) / max(sent, 1)]
     if win is not None:
         win.Free()
     comm.Free()
