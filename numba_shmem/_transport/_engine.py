@@ -46,6 +46,7 @@ threads as well as other processes).
 
 import collections
 import ctypes
+import platform
 
 import numpy as np
 from numba import cfunc, njit, types
@@ -265,6 +266,33 @@ def _fence(typingctx):
     and the GPU; no load or store moves across it."""
     def codegen(context, builder, signature, args):
         builder.fence("seq_cst")
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+#: the processor's spin-wait hint (an LLVM intrinsic and its argument, if one):
+#: the core's other hardware thread (often the application's) gets what a
+#: polling turn would take
+_SPIN_HINT = {"x86_64": ("llvm.x86.sse2.pause", None), "AMD64": ("llvm.x86.sse2.pause", None),
+              "aarch64": ("llvm.aarch64.hint", 1),  # (YIELD)
+              "arm64": ("llvm.aarch64.hint", 1)}.get(platform.machine())
+
+
+@intrinsic
+def _spin_hint(typingctx):
+    """A spin-wait hint (x86's pause, Arm's yield), where the loop found
+    nothing to do."""
+    from llvmlite import ir
+    from numba.core import cgutils
+
+    def codegen(context, builder, signature, args):
+        if _SPIN_HINT is not None:
+            name, argument = _SPIN_HINT
+            takes = [] if argument is None else [ir.IntType(32)]
+            hint = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), takes), name)
+            builder.call(hint, [] if argument is None else [ir.Constant(ir.IntType(32),
+                                                                         argument)])
         return context.get_dummy_value()
     return types.void(), codegen
 
@@ -1058,7 +1086,9 @@ def serve(s):
         if busy:
             idle_since = now
             sleep_us = 1
-        elif now - idle_since > s.ctl[BUSY_NS]:
+        elif now - idle_since <= s.ctl[BUSY_NS]:
+            _spin_hint()
+        else:
             # idle: sleep, longer and longer up to SLEEP_US (a GPU post or a
             # message waits at most that long to be seen; a host post wakes
             # the loop through the pipe)
