@@ -249,7 +249,7 @@ class FunctionTarget:
                                                  ctypes.addressof(self._args) + 8)
             # a batch's stream memory operations, and how many batches went each way
             self._memops = np.zeros((_engine.PEND_MAX, MEMOP_WORDS), np.uint64)
-            self._counts = np.zeros(2, np.int64)
+            self._counts = np.zeros(3, np.int64)
             templates, where = _memop_templates()
             if not reductions:
                 where[2:] = -1
@@ -330,7 +330,9 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     as stream memory operations, built at ``memops_at`` (0: never) from
     ``templates`` (``_memop_templates``, ``where`` -1 for those the GPU does
     not take), where each of its records is one; ``counts_at`` counts the
-    batches each way."""
+    batches each way (two int64) and says, in a third, whether writes of an
+    earlier batch may not have landed yet (nothing then orders a reduction
+    after them: it goes to the kernel)."""
     from numba import carray, cfunc, njit, types
     from numba.core.extending import intrinsic
 
@@ -352,15 +354,24 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     signature = types.int32(types.uint64, types.uint64, types.uint64)
 
+    @njit
+    def synchronized(rc):
+        """Synchronize the stream after a call that returned ``rc``: what it
+        returns; once it has, no earlier write is still on its way."""
+        if rc != 0:
+            return rc
+        rc = synchronize(stream)
+        if rc == 0:
+            carray(pointer(np.uint64(counts_at), np.int64(0)), 3)[2] = 0
+        return rc
+
     @cfunc(signature)
     def copy_in(dst, src, n):
-        rc = htod(dst, src, n, stream)
-        return rc if rc != 0 else synchronize(stream)
+        return synchronized(htod(dst, src, n, stream))
 
     @cfunc(signature)
     def copy_out(dst, src, n):
-        rc = dtoh(dst, src, n, stream)
-        return rc if rc != 0 else synchronize(stream)
+        return synchronized(dtoh(dst, src, n, stream))
 
     @njit
     def memop(code):
@@ -382,14 +393,14 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         return k if k >= 0 and where[k, 0] >= 0 else -1
 
     @njit
-    def as_memops(records, n):
+    def as_memops(records, n, wrote):
         """Build the batch's stream memory operations; False if one record is
-        not such an operation, or is a reduction after a write (a write has a
-        system-wide fence before it; nothing documented orders a reduction
+        not such an operation, or is a reduction after a write, of this batch
+        or (``wrote``) an earlier one not yet known to have landed (a write has
+        a system-wide fence before it; nothing documented orders a reduction
         after the writes before it, and a signal added after its data must
         not be seen first: the kernel's release then)."""
         out = carray(pointer(np.uint64(memops_at), np.uint64(0)), (n, templates.shape[1]))
-        wrote = False
         for i in range(n):
             k = memop(records[i, 1])
             if k < 0 or (k >= 2 and wrote):
@@ -405,11 +416,14 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     @cfunc(types.int32(types.uint64, types.int64))
     def apply(address, n):
         records = carray(pointer(address, np.int64(0)), (n, PEND_WORDS))
-        counts = carray(pointer(np.uint64(counts_at), np.int64(0)), 2)
-        if memops_at != 0 and as_memops(records, n):
+        counts = carray(pointer(np.uint64(counts_at), np.int64(0)), 3)
+        if memops_at != 0 and as_memops(records, n, counts[2] != 0):
             # (the driver takes the operations in at the call: the records and
             # the operations may be reused at once; complete once settled says so)
             counts[0] += 1
+            for i in range(n):  # (its writes land once settled says so)
+                if memop(records[i, 1]) < 2:
+                    counts[2] = 1
             rc = 0
             for first in range(0, n, MEMOP_CALL):  # (one call takes fewer than 256)
                 if rc == 0:
@@ -418,12 +432,13 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             return rc
         counts[1] += 1
         carray(pointer(np.uint64(count_at), np.int64(0)), 1)[0] = n
-        rc = launch(function, 1, 1, 1, 1, 1, 1, 0, stream, params, 0)
-        return rc if rc != 0 else synchronize(stream)
+        return synchronized(launch(function, 1, 1, 1, 1, 1, 1, 0, stream, params, 0))
 
     @cfunc(types.int32())
     def settled():
         rc = query(stream)
+        if rc == 0:
+            carray(pointer(np.uint64(counts_at), np.int64(0)), 3)[2] = 0
         return -1 if rc == _NOT_READY else rc
 
     return copy_in, copy_out, apply, settled

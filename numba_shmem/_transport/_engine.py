@@ -727,9 +727,11 @@ def answer(s, source, rid, reason, value, back, offset):
     inline_back = back if back <= _CHUNK else 0
     b = open_buffer(s, source, TAG_ANS, _ANS_BYTES + pad(inline_back), 0)
     while b == -1:
-        # every answer buffer is on its way: take the answers other PEs
-        # send meanwhile (they do the same), so that theirs arrive
-        if reap(s) < 0 or receive_answers(s) < 0:
+        # every answer buffer is taken: send those being filled for other PEs
+        # (else, with more than BUFFERS / 2 of them, none would ever be free),
+        # and take the answers other PEs send meanwhile (they do the same), so
+        # that theirs arrive
+        if not flush(s) or reap(s) < 0 or receive_answers(s) < 0:
             return False
         b = open_buffer(s, source, TAG_ANS, _ANS_BYTES + pad(inline_back), 0)
     if b < 0:
@@ -1058,11 +1060,9 @@ def serve(s):
             if freed < 0:
                 return ctl[FAILED_CALL]
         if ctl[DEFERRED] != 0:
-            answered = ctl[DEFERRED]
             if not settle(s, False):
                 return ctl[FAILED_CALL]
-            if ctl[DEFERRED] != answered:
-                busy = True
+            busy = True  # (answered now, or to be: no sleep meanwhile)
         taken = 0
         if published(gw, ctl[GPU_NEXT]) or published(hw, ctl[HOST_NEXT]):
             taken = drain(s)
