@@ -855,16 +855,17 @@ def serve_batch(s, nbytes, source):
                 return False
             k = s.ctl[PENDING]
             for j in range(n):
-                s.pend[k + j, 0] = base + offset
-                s.pend[k + j, 1] = code
-                s.pend[k + j, 2] = arg
-                s.pend[k + j, 3] = cond
                 if words:
                     at_j = data_at + width * j
                     s.pend[k + j, 0] = base + offset + width * j
                     s.pend[k + j, 1] = _P64 if width == 8 else _P32
                     s.pend[k + j, 2] = s.inbox[at_j:at_j + 8].view(np.int64)[0] \
                         if width == 8 else np.int64(s.inbox[at_j:at_j + 4].view(np.uint32)[0])
+                else:
+                    s.pend[k + j, 0] = base + offset
+                    s.pend[k + j, 1] = code
+                    s.pend[k + j, 2] = arg
+                s.pend[k + j, 3] = cond
                 s.pend[k + j, 4] = 0
                 s.prid[k + j] = rid if j == n - 1 else -1  # (answered once: its last)
             s.ctl[PENDING] = k + n
@@ -994,10 +995,17 @@ def probe(s, only, inbox):
     """Receive one message MPI has for this PE (of tag ``only``, or any)
     into ``inbox``: (tag, bytes, source); tag 0 if there was none, -1 if
     MPI failed."""
-    comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
     found = look(s.iprobe, s.ctl, s.flag, s.status, only)
     if found <= 0:
         return found, 0, 0
+    return take_message(s, inbox)
+
+
+@njit(nogil=True, cache=True)
+def take_message(s, inbox):
+    """Receive into ``inbox`` the message ``look`` found (its status in
+    ``status``): (tag, bytes, source), or -1 if MPI failed."""
+    comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
     source, tag = s.status[s.ctl[SOURCE_AT]], s.status[s.ctl[TAG_AT]]
     if s.get_count(s.status.ctypes.data, _arg(s.get_count, 1, s.ctl[BYTE]),
                    s.count.ctypes.data) != 0:
@@ -1029,10 +1037,10 @@ def receive_answers(s):
 
 @njit(nogil=True, cache=True)
 def receive(s):
-    """Take one message, if one came, and act on it: 1, 0 if none, -1 if
-    MPI failed."""
-    tag, nbytes, source = probe(s, s.ctl[ANY_TAG], s.inbox)
-    if tag <= 0:
+    """Take the message ``look`` found and act on it: 1, or -1 if MPI
+    failed."""
+    tag, nbytes, source = take_message(s, s.inbox)
+    if tag < 0:
         return tag
     if tag == TAG_REQ:
         ok = serve_batch(s, nbytes, source)
@@ -1070,7 +1078,7 @@ def serve(s):
                 return ctl[FAILED_CALL]
         for _ in range(TAKE):
             found = look(s.iprobe, ctl, s.flag, s.status, ctl[ANY_TAG])
-            got = receive(s) if found > 0 else found
+            got = receive(s) if found > 0 else found  # (one MPI_Iprobe a message)
             if got < 0:
                 return ctl[FAILED_CALL]
             if got == 0:
