@@ -237,12 +237,15 @@ class FunctionTarget:
                             b"apply_batch")
             call("cuFuncLoad", function)
             words = _engine.PEND_MAX * _engine.PEND_WORDS
-            return (stream, function, *_host_buffer(self._undo, 8 * words),
+            events = [call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+                      for _ in range(_engine.LAND_SEGS)]  # (they go with the context)
+            return (stream, function, events, *_host_buffer(self._undo, 8 * words),
                     _memops_supported(call("cuCtxGetDevice")))
 
         try:
-            self._context, (stream, function, pend, device_pend, (writes, reductions)) = \
-                _own_context(self._undo, load)
+            self._context, (stream, function, events, pend, device_pend,
+                            (writes, reductions)) = _own_context(self._undo, load)
+            self._events = np.array([int(e) for e in events], np.uint64)
             # the kernel's two parameters, and the pointers to them cuLaunchKernel takes
             self._args = (ctypes.c_uint64 * 2)(device_pend, 0)
             self._params = (ctypes.c_void_p * 2)(ctypes.addressof(self._args),
@@ -255,14 +258,15 @@ class FunctionTarget:
                 where[2:] = -1
             driver = _driver()
             writes = writes and driver[-1] is not None
-            copy_in, copy_out, apply, settled = _functions(
+            self._keep = _functions(
                 driver, int(stream), int(function), ctypes.addressof(self._params),
                 ctypes.addressof(self._args) + 8, self._memops.ctypes.data if writes else 0,
-                templates, where, self._counts.ctypes.data)
-            self._keep = (copy_in, copy_out, apply, settled)
+                templates, where, self._counts.ctypes.data, self._events.ctypes.data)
+            copy_in, copy_out, apply, settled, mark, reached = self._keep
             self.target = _engine.Target(
                 _engine.COPY_IN(copy_in.address), _engine.COPY_OUT(copy_out.address),
-                _engine.APPLY(apply.address), _engine.SETTLED(settled.address), heap.base,
+                _engine.APPLY(apply.address), _engine.SETTLED(settled.address),
+                _engine.MARK(mark.address), _engine.MARK(reached.address), heap.base,
                 pend.view(np.int64).reshape(_engine.PEND_MAX, _engine.PEND_WORDS))
         except BaseException:
             self._undo.unwind()
@@ -301,6 +305,8 @@ DRIVER = {"cuMemcpyHtoDAsync_v2": ctypes.CFUNCTYPE(_I32, _U64, _U64, _U64, _U64)
           "cuLaunchKernel": ctypes.CFUNCTYPE(_I32, _U64, _U32, _U32, _U32, _U32, _U32, _U32,
                                              _U32, _U64, _U64, _U64),
           "cuStreamQuery": ctypes.CFUNCTYPE(_I32, _U64),
+          "cuEventRecord": ctypes.CFUNCTYPE(_I32, _U64, _U64),
+          "cuEventSynchronize": ctypes.CFUNCTYPE(_I32, _U64),
           "cuStreamBatchMemOp_v2": ctypes.CFUNCTYPE(_I32, _U64, _U32, _U64, _U32)}
 #: what cuStreamQuery returns while work on the stream is still running
 _NOT_READY = 600
@@ -322,11 +328,13 @@ def _driver():
 
 
 def _functions(driver, stream, function, params, count_at, memops_at, templates, where,
-               counts_at):
+               counts_at, events_at):
     """The Target's C functions (numba cfuncs), calling ``driver`` (DRIVER's
     functions, in its order), for ``stream`` and the
     ``apply_batch`` kernel ``function``, launched with the parameter pointers
-    at ``params``; ``count_at`` is where its record count goes. A batch goes
+    at ``params``; ``count_at`` is where its record count goes; ``events_at``
+    holds LAND_SEGS events (``mark`` records one, ``reached`` waits for it).
+    Copies into the heap return once asked (complete once settled). A batch goes
     as stream memory operations, built at ``memops_at`` (0: never) from
     ``templates`` (``_memop_templates``, ``where`` -1 for those the GPU does
     not take), where each of its records is one; ``counts_at`` counts the
@@ -338,7 +346,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     from .._transport._engine import PEND_WORDS
 
-    htod, dtoh, synchronize, launch, query, batch = driver
+    htod, dtoh, synchronize, launch, query, record, wait_event, batch = driver
     if batch is None:  # (never called: memops_at is 0; the function still compiles)
         batch = DRIVER["cuStreamBatchMemOp_v2"](lambda *args: 1)
     kinds = (_ring.SIGNAL, _ring.ATOMIC)
@@ -367,7 +375,18 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     @cfunc(signature)
     def copy_in(dst, src, n):
-        return synchronized(htod(dst, src, n, stream))
+        rc = htod(dst, src, n, stream)
+        if rc == 0:  # (its bytes land once settled says so)
+            carray(pointer(np.uint64(counts_at), np.int64(0)), 3)[2] = 1
+        return rc
+
+    @cfunc(types.int32(types.int64))
+    def mark(k):
+        return record(carray(pointer(np.uint64(events_at), np.uint64(0)), k + 1)[k], stream)
+
+    @cfunc(types.int32(types.int64))
+    def reached(k):
+        return wait_event(carray(pointer(np.uint64(events_at), np.uint64(0)), k + 1)[k])
 
     @cfunc(signature)
     def copy_out(dst, src, n):
@@ -441,4 +460,4 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             carray(pointer(np.uint64(counts_at), np.int64(0)), 3)[2] = 0
         return -1 if rc == _NOT_READY else rc
 
-    return copy_in, copy_out, apply, settled
+    return copy_in, copy_out, apply, settled, mark, reached

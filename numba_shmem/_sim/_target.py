@@ -47,7 +47,9 @@ def function_target(heap, lockfd):
     return _engine.Target(_engine.COPY_IN(_FUNCTIONS["copy_in"].address),
                           _engine.COPY_OUT(_FUNCTIONS["copy_out"].address),
                           _engine.APPLY(apply.address),
-                          _engine.SETTLED(_engine.settled_at_once.address), int(heap.ctypes.data),
+                          _engine.SETTLED(_engine.settled_at_once.address),
+                          _engine.MARK(_engine.marked_at_once.address),
+                          _engine.MARK(_engine.marked_at_once.address), int(heap.ctypes.data),
                           np.zeros((_engine.PEND_MAX, _engine.PEND_WORDS), np.int64))
 
 

@@ -106,7 +106,8 @@ class CompiledProxy:
                                         None if device is None else device.memory, target)
             self._gpu_words = self._state.gw
             if pin is not None:
-                pin(self._state.inbox, self._state.inbox2, self._state.drop, self._state.pool)
+                pin(self._state.inbox, self._state.inbox2, self._state.drop, self._state.pool,
+                    self._state.land)
             self._state.ctl[_engine.BUSY_NS] = int(busy_poll * 1e9)
             self._state.ctl[_engine.SLEEP_US] = max(1, int(max_sleep * 1e6))
             # compiled (or loaded from numba's cache) now: a failure is init()'s

@@ -75,6 +75,11 @@ FOLLOWS = 1 << 32
 PIECE = 1 << 20
 #: at most this many requests are taken from the rings between two looks at MPI
 TAKE = 256
+#: puts toward a GPU's heap land in pinned host memory of this many PIECE-byte
+#: segments and go on with asynchronous copies: the data of the next put is
+#: received while the copy of the one before runs (a segment is written again
+#: once the copies from it are done: ``Target.reached``)
+LAND_SEGS = 4
 
 #: words of a host descriptor beyond the GPU ring's six
 ADDR, ORDER = 6, 7
@@ -88,12 +93,15 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 #: target's function that failed returned: a CUresult on the GPU; OPEN,
 #: IN_FLIGHT and DATA_IN_FLIGHT count the buffers being filled, the buffers
 #: and the DATA messages MPI is sending, so that an idle turn looks at none;
-#: DEFERRED the requests applied but not yet answered: ``drid``, ``dsource``)
+#: DEFERRED the requests applied but not yet answered: ``drid``, ``dsource``;
+#: LAND_SEG and LAND_FILL the landing segment being filled and its bytes used;
+#: COPY_DST, COPY_AT, COPY_N the copy from it not yet asked of the target (a
+#: contiguous next one joins it))
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
-    FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, DEFERRED, \
-    CONTROL_WORDS = range(35)
+    FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, DEFERRED, LAND_SEG, \
+    LAND_FILL, COPY_DST, COPY_AT, COPY_N, CONTROL_WORDS = range(40)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -147,28 +155,32 @@ _LOCK_EX, _LOCK_UN = 2, 8
 #: (``ctl`` the control words)
 State = collections.namedtuple("State", [
     "isend", "recv", "iprobe", "test", "get_count", "flock", "ppoll", "read",
-    "clock_gettime", "copy_in", "copy_out", "apply", "settled", "pend", "prid", "drid",
+    "clock_gettime", "copy_in", "copy_out", "apply", "settled", "mark", "reached", "pend",
+    "prid", "drid",
     "dsource", "ctl", "clock", "flag",
     "count", "status", "pollfd", "timeout",
     "host", "hw", "hstate", "gpu", "gw", "gstate",
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
-    "nfollow", "dreq", "dticket", "dstate", "inbox", "inbox2", "drop", "heap", "extent",
+    "nfollow", "dreq", "dticket", "dstate", "inbox", "inbox2", "drop", "land", "lused",
+    "heap", "extent",
     "refusals", "trace"])
 
 
-#: a heap that the loop reaches through functions (a GPU's): ``copy_in(dst,
-#: src, n)`` copies n bytes from host memory into the heap at its address
-#: ``dst``, ``copy_out(dst, src, n)`` from the heap into host memory,
-#: ``apply(records, n)`` applies n PEND_WORDS records in order (the old value
-#: into the fifth word), ``base`` is the heap's address there; each function
-#: returns 0 once done, else an error code, but ``apply`` may return 0 once its
-#: records are taken in, before they are applied, where none fetches: they
-#: are applied once ``settled()`` returns 0 (-1: not yet; else an error
-#: code) or another of the functions has returned (the target applies in
-#: order). ``pend`` (PEND_MAX x PEND_WORDS int64) is where ``apply`` finds its
-#: records.
-Target = collections.namedtuple("Target", ["copy_in", "copy_out", "apply", "settled", "base",
-                                           "pend"])
+#: a heap that the loop reaches through functions (a GPU's), each returning 0
+#: or an error code: ``copy_in(dst, src, n)`` copies n bytes from host memory
+#: into the heap at its address ``dst`` and may return before the copy is
+#: done (the source stays untouched until then); ``copy_out(dst, src, n)``
+#: copies from the heap into host memory and returns once done; ``apply(records,
+#: n)`` applies n PEND_WORDS records in order (the old value into the fifth
+#: word) and returns once they are applied where one fetches, else may return
+#: once they are taken in. The target does its work in the order asked: all
+#: of it is done once ``settled()`` returns 0 (-1: not yet) or ``copy_out`` or
+#: a fetching ``apply`` has returned; ``mark(k)`` marks how far the work
+#: asked has come, and ``reached(k)`` returns once the work before mark ``k``
+#: is done (k < LAND_SEGS). ``base`` is the heap's address there; ``pend``
+#: (PEND_MAX x PEND_WORDS int64) is where ``apply`` finds its records.
+Target = collections.namedtuple("Target", ["copy_in", "copy_out", "apply", "settled",
+                                           "mark", "reached", "base", "pend"])
 
 
 def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None):
@@ -202,7 +214,8 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
         isend=mpic.isend, recv=mpic.recv, iprobe=mpic.iprobe, test=mpic.test,
         get_count=mpic.get_count, flock=flock, ppoll=ppoll, read=read,
         clock_gettime=clock_gettime, copy_in=target.copy_in, copy_out=target.copy_out,
-        apply=target.apply, settled=target.settled, pend=target.pend,
+        apply=target.apply, settled=target.settled, mark=target.mark,
+        reached=target.reached, pend=target.pend,
         prid=np.zeros(PEND_MAX, np.int64), drid=np.zeros(DEFER_MAX, np.int64),
         dsource=np.zeros(DEFER_MAX, np.int64), ctl=ctl,
         clock=np.zeros(2, np.int64),
@@ -219,7 +232,9 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
         nfollow=np.zeros(BUFFERS, np.int64), dreq=np.zeros(DATA_SENDS, np.int64),
         dticket=np.zeros(DATA_SENDS, np.int64), dstate=np.zeros(DATA_SENDS, np.int64),
         inbox=np.zeros(BATCH, np.uint8), inbox2=np.zeros(BATCH, np.uint8),
-        drop=np.zeros(PIECE, np.uint8), heap=heap,
+        drop=np.zeros(PIECE, np.uint8),
+        land=np.zeros(LAND_SEGS * PIECE if ctl[ON_DEVICE] else 8, np.uint8),
+        lused=np.zeros(LAND_SEGS, np.int64), heap=heap,
         extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64),
         trace=np.zeros((TRACE_RECORDS, TRACE_WORDS), np.int64))
 
@@ -229,6 +244,7 @@ COPY_IN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p, ctype
 COPY_OUT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t)
 APPLY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
 SETTLED = ctypes.CFUNCTYPE(ctypes.c_int)
+MARK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64)
 
 
 @cfunc(types.int32(types.uint64, types.voidptr, types.uintp), cache=True)
@@ -252,12 +268,19 @@ def settled_at_once():
     return 0
 
 
+@cfunc(types.int32(types.int64), cache=True)
+def marked_at_once(k):
+    """``mark`` and ``reached`` of a target whose copies return once done."""
+    return 0
+
+
 def _unused_target():
     """The Target of a heap in this process's memory, whose functions the loop
     never calls (they have the types above, and would answer an error)."""
     return Target(COPY_IN(_refuse_in.address), COPY_OUT(_refuse_out.address),
-                  APPLY(_refuse_apply.address), SETTLED(settled_at_once.address), 0,
-                  np.zeros((PEND_MAX, PEND_WORDS), np.int64))
+                  APPLY(_refuse_apply.address), SETTLED(settled_at_once.address),
+                  MARK(marked_at_once.address),
+                  MARK(marked_at_once.address), 0, np.zeros((PEND_MAX, PEND_WORDS), np.int64))
 
 
 @intrinsic
@@ -276,6 +299,38 @@ def _fence(typingctx):
 _SPIN_HINT = {"x86_64": ("llvm.x86.sse2.pause", None), "AMD64": ("llvm.x86.sse2.pause", None),
               "aarch64": ("llvm.aarch64.hint", 1),  # (YIELD)
               "arm64": ("llvm.aarch64.hint", 1)}.get(platform.machine())
+
+
+@intrinsic
+def _float_of(typingctx, bits):
+    """The float32 (of a uint32) or float64 (of an int64) whose bits are
+    ``bits``."""
+    width = bits.bitwidth
+    result = types.float32 if width == 32 else types.float64
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(result))
+    return result(bits), codegen
+
+
+@intrinsic
+def _move(typingctx, dst, dst_at, src, src_at, n):
+    """Copy ``n`` bytes from the uint8 array ``src`` at ``src_at`` to ``dst``
+    at ``dst_at`` (the caller keeps both in bounds): a memmove, where a slice
+    assignment would call numba's general copy (and allocate, for overlap)."""
+    from llvmlite import ir
+    from numba.core import cgutils
+
+    def codegen(context, builder, signature, args):
+        (dst, dst_at, src, src_at, n) = args
+        byte = ir.IntType(8)
+        to = context.make_array(signature.args[0])(context, builder, dst).data
+        of = context.make_array(signature.args[2])(context, builder, src).data
+        to = builder.gep(builder.bitcast(to, byte.as_pointer()), [dst_at])
+        of = builder.gep(builder.bitcast(of, byte.as_pointer()), [src_at])
+        cgutils.raw_memmove(builder, to, of, n, 1)
+        return context.get_dummy_value()
+    return types.void(dst, types.int64, src, types.int64, types.int64), codegen
 
 
 @intrinsic
@@ -337,7 +392,7 @@ _P64 = _ring.code(_ATOMIC, _ring.DTYPES.index("uint64"), _ring.ATOMIC_OPS.index(
 _REQ_BYTES, _ANS_BYTES = 8 * REQ_WORDS, 8 * ANS_WORDS
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def first_unpublished(words, start):
     """The first ticket from ``start`` on that a ring has not published (a
     host post's ORDER)."""
@@ -347,12 +402,12 @@ def first_unpublished(words, start):
     return ticket
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def now_ns(s):
     return clock_ns(s.clock_gettime, s.clock)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def clock_ns(clock_gettime, clock):
     """CLOCK_MONOTONIC in ns (the loop's turns call this, not ``now_ns``: a
     call that passes the whole State costs about 0.1 us)."""
@@ -360,7 +415,7 @@ def clock_ns(clock_gettime, clock):
     return clock[0] * 1_000_000_000 + clock[1]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def note(s, event, a, b, at):
     """Record ``event`` with its numbers ``a``, ``b`` at ``at`` ns (0: now)
     while the trace has room (callers look at TRACING first)."""
@@ -373,7 +428,7 @@ def note(s, event, a, b, at):
         s.ctl[TRACED] = n + 1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def target_call(s, began, call):
     """Count one call of the target's functions, begun at ``began`` (ns);
     ``call``: its FAILED_CALL number."""
@@ -384,26 +439,90 @@ def target_call(s, began, call):
         note(s, CALLED, ended - began, call, ended)
 
 
-@njit(nogil=True, cache=True)
-def copy_into_heap(s, address, source, n):
-    """Copy ``n`` bytes from ``source`` (this process's memory) to ``address``
-    of a GPU's heap through the target, counted. False if the copy failed."""
-    began = now_ns(s)
-    rc = s.copy_in(address, _arg(s.copy_in, 1, source), n)
-    target_call(s, began, 10)
-    if rc != 0:
-        s.ctl[FAILED_RC] = rc
-        s.ctl[FAILED_CALL] = 10
+@njit(nogil=True, cache=True, _nrt=False)
+def target_failed(s, rc):
+    """Whether the target's function that returned ``rc`` failed at its
+    copies (then recorded)."""
+    if rc == 0:
         return False
+    s.ctl[FAILED_RC] = rc
+    s.ctl[FAILED_CALL] = 10
     return True
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
+def issue_copy(s):
+    """Ask the target for the copy that waits (COPY_N bytes from the landing
+    segments into the heap), counted. False if the target failed."""
+    n = s.ctl[COPY_N]
+    if n == 0:
+        return True
+    s.ctl[COPY_N] = 0
+    began = now_ns(s)
+    rc = s.copy_in(s.ctl[COPY_DST],
+                   _arg(s.copy_in, 1, np.int64(s.land.ctypes.data) + s.ctl[COPY_AT]), n)
+    target_call(s, began, 10)
+    return not target_failed(s, rc)
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def land(s, n):
+    """Where in ``land`` ``n`` bytes (at most PIECE) may be written now: in
+    the segment being filled, or in the next once the copies from it are
+    done. -1 if the target failed."""
+    seg, fill = s.ctl[LAND_SEG], s.ctl[LAND_FILL]
+    if fill + n > PIECE:
+        if not issue_copy(s) or (s.lused[seg] != 0 and target_failed(s, s.mark(seg))):
+            return -1
+        seg = (seg + 1) % LAND_SEGS
+        if s.lused[seg] != 0:
+            if target_failed(s, s.reached(seg)):
+                return -1
+            s.lused[seg] = 0
+        s.ctl[LAND_SEG] = seg
+        fill = 0
+    s.ctl[LAND_FILL] = fill + n
+    s.lused[seg] = 1
+    return seg * PIECE + fill
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def land_copy(s, address, at, n):
+    """Copy ``n`` bytes landed at ``land[at]`` to ``address`` of the GPU's
+    heap: joined to the copy that waits where both continue it (the chunks
+    of one transfer), else after it. False if the target failed."""
+    waiting = s.ctl[COPY_N]
+    if waiting != 0 and s.ctl[COPY_DST] + waiting == address and \
+            s.ctl[COPY_AT] + waiting == at:
+        s.ctl[COPY_N] = waiting + n
+        return True
+    if not issue_copy(s):
+        return False
+    s.ctl[COPY_DST], s.ctl[COPY_AT], s.ctl[COPY_N] = address, at, n
+    return True
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def defer(s, source, rid):
+    """Answer request ``rid`` of ``source`` once the target has applied what
+    was asked of it so far (``settle``). False if the target or MPI failed."""
+    k = s.ctl[DEFERRED]
+    if k == DEFER_MAX:
+        if not settle(s, True):
+            return False
+        k = 0
+    s.drid[k] = rid
+    s.dsource[k] = source
+    s.ctl[DEFERRED] = k + 1
+    return True
+
+
+@njit(nogil=True, cache=True, _nrt=False)
 def pad(n):
     return (n + 7) & ~7
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def fetches(code):
     kind = code & 255
     return kind == _GET or (kind == _ATOMIC and ((code >> 24) & 1) == 1)
@@ -412,7 +531,7 @@ def fetches(code):
 # -- a target's side: checking and applying requests ---------------------------
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def refusal(code, offset, arg, extent):
     """0 where this PE applies the request, else its reason (OUTSIDE, ...)."""
     kind = code & 255
@@ -439,7 +558,7 @@ def refusal(code, offset, arg, extent):
     return 0
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def apply_atomic(heap, offset, code, value, cond):
     """The atomic of ``code`` on the heap (the lock held); the old value's
     bits. Integer operations act on the bits, signed or not alike."""
@@ -456,7 +575,7 @@ def apply_atomic(heap, offset, code, value, cond):
                 word[0] = v
         elif op == 4 and dtype == 4:
             single = heap[offset:offset + 4].view(np.float32)
-            single[0] = single[0] + np.array([v]).view(np.float32)[0]
+            single[0] = single[0] + _float_of(v)
         elif op == 4:
             word[0] = np.uint32(np.uint64(word[0]) + np.uint64(v))
         elif op == 5:
@@ -475,7 +594,7 @@ def apply_atomic(heap, offset, code, value, cond):
             word8[0] = value
     elif op == 4 and dtype == 5:
         double = heap[offset:offset + 8].view(np.float64)
-        double[0] = double[0] + np.array([value]).view(np.float64)[0]
+        double[0] = double[0] + _float_of(value)
     elif op == 4:
         word8[0] = np.int64(np.uint64(word8[0]) + np.uint64(value))
     elif op == 5:
@@ -487,7 +606,7 @@ def apply_atomic(heap, offset, code, value, cond):
     return old
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def apply_signal(heap, offset, op, value):
     word = heap[offset:offset + 8].view(np.uint64)
     v = np.uint64(value)
@@ -502,7 +621,7 @@ def apply_signal(heap, offset, op, value):
 # -- send buffers --------------------------------------------------------------
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def open_buffer(s, pe, tag, need, answers):
     """The buffer being filled for (``pe``, ``tag``) with room for ``need``
     bytes and (requests) ``answers`` bytes of their answers; a full one is
@@ -529,7 +648,7 @@ def open_buffer(s, pe, tag, need, answers):
     return -1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def send_buffer(s, b):
     """Send buffer ``b``, then the DATA messages of its FOLLOWS records.
     False if MPI failed."""
@@ -562,7 +681,7 @@ def send_buffer(s, b):
     return True
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def flush(s):
     """Send every buffer being filled. False if MPI failed."""
     for b in range(BUFFERS):
@@ -571,7 +690,7 @@ def flush(s):
     return True
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def reap(s):
     """Free what MPI is done sending (a host put sent from its caller's
     memory is then done with it: DONE); how many, or -1 if MPI failed."""
@@ -609,7 +728,7 @@ def reap(s):
     return freed
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def sending(s):
     return s.ctl[OPEN] + s.ctl[IN_FLIGHT] + s.ctl[DATA_IN_FLIGHT] + s.ctl[DEFERRED] != 0
 
@@ -617,14 +736,14 @@ def sending(s):
 # -- an origin's side: taking requests from the rings ----------------------------
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def published(words, ticket):
     seen = words[(ticket % _SLOTS) * _DESC] == ticket + 1
     _fence()
     return seen
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def forward(s, gpu, ticket):
     """Put ring ``gpu``'s ticket into its target's batch. 1 if it went, 0 if
     no buffer had room (it stays in the ring), -1 if MPI failed."""
@@ -661,7 +780,7 @@ def forward(s, gpu, ticket):
     record[w + 5] = inline
     if inline:
         start = _STAGING + slot * _CHUNK
-        s.pool[b, at + _REQ_BYTES:at + _REQ_BYTES + inline] = ring[start:start + inline]
+        _move(s.pool[b], at + _REQ_BYTES, ring, start, inline)
     s.fill[b] = at + _REQ_BYTES + pad(inline)
     outstanding[slot] = ticket + 1
     if s.ctl[TRACING]:
@@ -678,7 +797,7 @@ def forward(s, gpu, ticket):
     return 1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def drain(s):
     """Forward what the rings published, in order: a GPU ticket before a
     host ticket whose ORDER is past it. How many, or -1 if MPI failed."""
@@ -719,7 +838,7 @@ def drain(s):
 # -- a target's side: a batch of requests ------------------------------------------
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def answer(s, source, rid, reason, value, back, offset):
     """Queue the answer to request ``rid`` of ``source``: its reason (0 once
     applied), value, and for a get the ``back`` bytes from ``offset`` of the
@@ -744,6 +863,8 @@ def answer(s, source, rid, reason, value, back, offset):
     out[w + 3] = inline_back
     start = s.fill[b] + _ANS_BYTES
     if inline_back and s.ctl[ON_DEVICE]:
+        if not issue_copy(s):  # (a get sees the puts before it)
+            return False
         into = np.int64(s.pool[b].ctypes.data) + start
         began = now_ns(s)
         rc = s.copy_out(_arg(s.copy_out, 0, into), s.ctl[HEAP_BASE] + offset, inline_back)
@@ -753,7 +874,7 @@ def answer(s, source, rid, reason, value, back, offset):
             s.ctl[FAILED_CALL] = 11
             return False
     elif inline_back:
-        s.pool[b, start:start + inline_back] = s.heap[offset:offset + inline_back]
+        _move(s.pool[b], start, s.heap, offset, inline_back)
     s.fill[b] = start + pad(inline_back)
     if s.ctl[TRACING]:
         note(s, ANSWERED, rid, source, 0)
@@ -766,7 +887,7 @@ def answer(s, source, rid, reason, value, back, offset):
     return True
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def apply_pending(s, source):
     """Apply the atomics and signals waiting in ``pend`` on the GPU's heap, in
     order, and answer them: a fetching one now (the target returns once it
@@ -774,6 +895,8 @@ def apply_pending(s, source):
     False if that or MPI failed."""
     n = s.ctl[PENDING]
     s.ctl[PENDING] = 0
+    if not issue_copy(s):  # (the puts before them land first: one stream)
+        return False
     if s.ctl[DEFERRED] + n > DEFER_MAX and not settle(s, True):
         return False
     began = now_ns(s)
@@ -797,10 +920,12 @@ def apply_pending(s, source):
     return True
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def settle(s, wait):
     """Answer the deferred requests if the target has applied them (with
     ``wait``: once it has). False if the target or MPI failed."""
+    if not issue_copy(s):
+        return False
     while True:
         rc = s.settled()
         if rc == 0:
@@ -819,7 +944,7 @@ def settle(s, wait):
     return True
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def serve_batch(s, nbytes, source):
     """Apply the requests of one REQ batch from ``source`` and queue their
     answers, in order. False if MPI, the lock or the GPU failed."""
@@ -874,23 +999,32 @@ def serve_batch(s, nbytes, source):
             return False
         if big:  # its data is the next DATA message: into the heap, or dropped
             n = arg if reason == 0 else min(max(arg, 0), s.drop.size)
-            into = np.int64(s.drop.ctypes.data)  # (a GPU's heap: staged here)
+            into = np.int64(s.drop.ctypes.data)
+            landed = -1
             if reason == 0 and not device:
                 into = np.int64(heap.ctypes.data + np.uint64(offset))
+            elif reason == 0:  # (a GPU's heap: landed in host memory, then copied)
+                landed = land(s, n)
+                if landed < 0:
+                    return False
+                into = np.int64(s.land.ctypes.data) + landed
             if s.recv(_arg(s.recv, 0, into), n, byte, source, TAG_DATA, comm, 0) != 0:
                 s.ctl[FAILED_CALL] = 2
                 return False
-            if reason == 0 and device and not copy_into_heap(s, base + offset, into, n):
+            if landed >= 0 and not land_copy(s, base + offset, landed, n):
                 return False
         value = extent if reason != 0 else 0  # (a refusal says how much is mapped)
         back = 0
         if reason == 0:
             if kind == _PUT and not big and device:
-                source_at = np.int64(s.inbox.ctypes.data) + data_at
-                if not copy_into_heap(s, base + offset, source_at, inline):
+                landed = land(s, inline)
+                if landed < 0:
+                    return False
+                _move(s.land, landed, s.inbox, data_at, inline)
+                if not land_copy(s, base + offset, landed, inline):
                     return False
             elif kind == _PUT and not big:
-                heap[offset:offset + inline] = s.inbox[data_at:data_at + inline]
+                _move(heap, offset, s.inbox, data_at, inline)
             elif kind == _GET:
                 back = arg
             elif kind == _ATOMIC or kind == _SIGNAL:
@@ -902,17 +1036,20 @@ def serve_batch(s, nbytes, source):
                 else:
                     apply_signal(heap, offset, (code >> 16) & 255, arg)
                 s.flock(lockfd, _LOCK_UN)
-        if not answer(s, source, rid, reason, value, back, offset):
+        if device and reason == 0 and kind == _PUT:
+            if not defer(s, source, rid):  # (answered once its copy is done)
+                return False
+        elif not answer(s, source, rid, reason, value, back, offset):
             return False
     if s.ctl[PENDING] and not apply_pending(s, source):
         return False
-    return True
+    return issue_copy(s)
 
 
 # -- an origin's side: a batch of answers -------------------------------------------
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def take_answers(s, inbox, nbytes, source):
     """Record the answers of one ANS batch. False if MPI failed."""
     comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
@@ -939,9 +1076,10 @@ def take_answers(s, inbox, nbytes, source):
             start = _STAGING + slot * _CHUNK
             if reason != 0:
                 if asked <= _CHUNK:
-                    ring[start:start + asked] = 0
+                    for i in range(asked):
+                        ring[start + i] = 0
             elif inline:
-                ring[start:start + inline] = inbox[data_at:data_at + inline]
+                _move(ring, start, inbox, data_at, inline)
             elif s.recv(_arg(s.recv, 0, words[d + ADDR]), asked, byte, source, TAG_ANS_DATA,
                         comm, 0) != 0:
                 s.ctl[FAILED_CALL] = 2
@@ -979,7 +1117,7 @@ def take_answers(s, inbox, nbytes, source):
 # -- the loop -------------------------------------------------------------------
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def look(iprobe, ctl, flag, status, only):
     """Whether MPI has a message for this PE (of tag ``only``, or any): 1 (its
     status in ``status``), 0, or -1 if MPI failed."""
@@ -990,7 +1128,7 @@ def look(iprobe, ctl, flag, status, only):
     return 1 if flag[0] != 0 else 0
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def probe(s, only, inbox):
     """Receive one message MPI has for this PE (of tag ``only``, or any)
     into ``inbox``: (tag, bytes, source); tag 0 if there was none, -1 if
@@ -1001,7 +1139,7 @@ def probe(s, only, inbox):
     return take_message(s, inbox)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def take_message(s, inbox):
     """Receive into ``inbox`` the message ``look`` found (its status in
     ``status``): (tag, bytes, source), or -1 if MPI failed."""
@@ -1026,7 +1164,7 @@ def take_message(s, inbox):
     return tag, nbytes, source
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def receive_answers(s):
     """Take one batch of answers, if one came: 1, 0 if none, -1 if MPI failed."""
     tag, nbytes, source = probe(s, TAG_ANS, s.inbox2)
@@ -1035,7 +1173,7 @@ def receive_answers(s):
     return 1 if take_answers(s, s.inbox2, nbytes, source) else -1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def receive(s):
     """Take the message ``look`` found and act on it: 1, or -1 if MPI
     failed."""
@@ -1049,7 +1187,7 @@ def receive(s):
     return 1 if ok else -1
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def serve(s):
     """Run until told to stop (STOP, and nothing left to send): 0; or until
     an MPI call fails: its number (CALLS)."""

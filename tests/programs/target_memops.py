@@ -1,6 +1,8 @@
 """Drive the compiled proxy's target functions (_cuda/_target.py) with a fake
 driver (ctypes callbacks that record their calls) and check which batches go
-as stream memory operations, and how each operation is laid out. No GPU needed.
+as stream memory operations, and how each operation is laid out; that a copy
+into the heap is asked for and not waited for, and that the landing segments'
+marks record and wait for their own events. No GPU needed.
 
     python target_memops.py REDUCTIONS(0|1)
 """
@@ -40,8 +42,11 @@ if not reductions:
 memops = np.zeros((_engine.PEND_MAX, _target.MEMOP_WORDS), np.uint64)
 count = np.zeros(1, np.int64)
 counts = np.zeros(3, np.int64)  # batches each way; writes that may not have landed
+events = np.arange(100, 100 + _engine.LAND_SEGS, dtype=np.uint64)  # (fake handles)
 functions = _target._functions(fake, 7, 9, 1234, count.ctypes.data, memops.ctypes.data,
-                               templates, where, counts.ctypes.data)
+                               templates, where, counts.ctypes.data, events.ctypes.data)
+copy_in = _engine.COPY_IN(functions[0].address)
+mark, reached = _engine.MARK(functions[4].address), _engine.MARK(functions[5].address)
 apply = _engine.APPLY(functions[2].address)
 settled = _engine.SETTLED(functions[3].address)
 pend = np.zeros((_engine.PEND_MAX, _engine.PEND_WORDS), np.int64)
@@ -141,6 +146,19 @@ for odd in (signal(MAX, 0x1000, 9), atomic(I64, "add", 0x2000, 1, fetch=1),
     assert [name for name, _, _ in done] == ["cuLaunchKernel", "cuStreamSynchronize"], odd
     assert count[0] == 2
 
-expected = (5, 7) if reductions else (3, 9)
+# a copy into the heap is asked for on the stream and not waited for; its bytes may not
+# have landed, so a reduction after it goes to the kernel; the marks are per segment
+del calls[:]
+assert copy_in(0x5000, 0x6000, 4096) == 0 and counts[2] == 1
+assert [(name, args) for name, args, _ in calls] == [("cuMemcpyHtoDAsync_v2",
+                                                      (0x5000, 0x6000, 4096, 7))], calls
+done = run([signal(ADD, 0x1000, 1)])
+assert [name for name, _, _ in done] == ["cuLaunchKernel", "cuStreamSynchronize"], done
+del calls[:]
+assert mark(2) == 0 and reached(2) == 0 and mark(0) == 0
+assert [(name, args) for name, args, _ in calls] == [
+    ("cuEventRecord", (102, 7)), ("cuEventSynchronize", (102,)), ("cuEventRecord", (100, 7))]
+
+expected = (5, 8) if reductions else (3, 10)
 assert tuple(counts[:2]) == expected, counts
 print("ok", *counts[:2])
