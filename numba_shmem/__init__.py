@@ -21,6 +21,7 @@ from ._errors import (  # noqa: E402
     ShmemConfigError,
     ShmemDriverError,
     ShmemError,
+    ShmemPerformanceWarning,
     ShmemTimeoutError,
     ShmemUsageError,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "ShmemConfigError",
     "ShmemDriverError",
     "ShmemError",
+    "ShmemPerformanceWarning",
     "ShmemTimeoutError",
     "ShmemUsageError",
     "array",

@@ -37,3 +37,8 @@ class ShmemBootstrapError(ShmemError):
 
 class ShmemTimeoutError(ShmemError):
     """A wait that numba-shmem can observe ran past its timeout."""
+
+
+class ShmemPerformanceWarning(UserWarning):
+    """The job runs, but a setting outside the library costs it speed; the
+    message says which and how to change it."""

@@ -34,16 +34,19 @@ def _ready():
     return None if mpiexec() else "no mpiexec on PATH"
 
 
-def nodes_run(npes, node_size, program, *args, timeout=300, env=None, succeed=True):
+def nodes_run(npes, node_size, program, *args, timeout=300, env=None, succeed=True, cpus=None):
     """``program`` (under tests/programs, or a path from the root) on ``npes``
     ranks in emulated nodes of ``node_size``; it must exit 0 (with ``succeed``)
-    or not, and leave nothing in /dev/shm either way."""
+    or not, and leave nothing in /dev/shm either way. ``cpus``: the CPUs
+    every rank may run on (taskset's list), if not all."""
     if _ready():
         pytest.skip(_ready())
     path = ROOT / program if "/" in program else ROOT / "tests/programs" / program
     argv, env = mpiexec_job(npes, sys.executable, path, *args, env={
         "NUMBA_SHMEM_NODE_SIZE": str(node_size), "NUMBA_SHMEM_WAIT_TIMEOUT": "120",
         **_JOB_ENV, **(env or {})})
+    if cpus is not None:
+        argv = ["taskset", "-c", cpus, *argv]
     before = shm_entries()
     result = run_hard(argv, timeout, env)
     assert (result.returncode == 0) == succeed, result.stdout + result.stderr
@@ -64,6 +67,7 @@ def test_the_device_api_reaches_pes_on_other_nodes():
     checks = ("rma", "signal", "atomics", "waits")
     result = nodes_run(4, 2, "device_api.py", *checks)
     assert pe_lines(result) == sorted(f"PE {pe}: {c} ok" for pe in range(4) for c in checks)
+    assert "ShmemPerformanceWarning" not in result.stderr  # (each PE may use every CPU)
 
 
 def test_data_is_visible_once_its_signal_or_barrier_is_across_nodes():
@@ -155,9 +159,15 @@ def test_small_puts_toward_a_gpus_heap_go_as_word_writes_not_copies():
     heap in a batch of word writes (on the GPU: stream memory operations,
     which do not wait for the application's time slice as a copy does); other
     puts as one copy each; every byte lands (on the simulator through the
-    GPU's path)."""
-    result = nodes_run(2, 1, "small_puts.py", env={"NUMBA_SHMEM_TEST_FUNCTION_TARGET": "1"})
+    GPU's path). Both PEs run on one CPU, as a launcher that binds each rank
+    to a core leaves the proxy's thread and the application: the first PE
+    warns, naming both and the fix."""
+    result = nodes_run(2, 1, "small_puts.py", env={"NUMBA_SHMEM_TEST_FUNCTION_TARGET": "1"},
+                       cpus="0")
     assert pe_lines(result) == ["PE 1: small puts ok"], result.stdout + result.stderr
+    warned = [line for line in result.stderr.splitlines() if "ShmemPerformanceWarning" in line]
+    assert len(warned) == 1 and "PE 0, 1 may run on one CPU only" in warned[0] \
+        and "--map-by slot:PE=2" in warned[0], result.stderr
 
 
 @pytest.mark.skipif(BACKEND != "sim", reason="the simulator's message; the GPU's kernel stops "

@@ -12,11 +12,12 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 import numba
 import numpy as np
 
-from .._errors import ShmemTimeoutError, ShmemUsageError
+from .._errors import ShmemPerformanceWarning, ShmemTimeoutError, ShmemUsageError
 from .._resources import UndoStack
 from . import _engine, _ring
 from ._mpi_c import MPIC
@@ -39,6 +40,25 @@ def _word(value):
     """An int (a value's bits, up to 64 of them) as an int64 ring word."""
     value = int(value) & 0xFFFF_FFFF_FFFF_FFFF
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _warn_if_one_cpu(comm):
+    """Warn (on the first PE) where PEs may run on one CPU only: the loop's
+    thread then takes turns with the application's on it, each turn a
+    scheduler's tick (milliseconds), and a round trip waits for them.
+    Collective over ``comm``."""
+    one = comm.allgather(len(os.sched_getaffinity(0)) == 1)
+    pes = [pe for pe, alone in enumerate(one) if alone]
+    if comm.rank != 0 or not pes:
+        return
+    named = ", ".join(map(str, pes[:8])) + (f" and {len(pes) - 8} more" if len(pes) > 8 else "")
+    warnings.warn(
+        f"numba-shmem: PE {named} may run on one CPU only (the launcher bound "
+        f"{'it' if len(pes) == 1 else 'them'} to a core), where the proxy's thread, which "
+        "carries requests to PEs on other nodes, takes turns with the application: round "
+        "trips wait milliseconds for the scheduler and the application's Python runs at half "
+        "speed. Give each PE two CPUs or more: mpirun --map-by slot:PE=2 (or --bind-to "
+        "none), srun --cpus-per-task=2", ShmemPerformanceWarning, stacklevel=2)
 
 
 class CompiledProxy:
@@ -96,6 +116,7 @@ class CompiledProxy:
                 self._undo.push(release)  # (last: after the loop's own buffers)
             self._comm = bootstrap.communicator().Dup()
             self._undo.push(self._comm.Free)
+            _warn_if_one_cpu(self._comm)
             self._mpi = MPIC(self._comm)
             # a host post wakes a sleeping loop with a byte into this pipe
             self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
