@@ -6,6 +6,7 @@ how fast a Python thread runs while the proxy is busy; p's per second from many
 threads.
 
     python benchmarks/proxy.py [--max-bytes 67108864] [--json out.json]
+                               [--mpiexec-args "--bind-to none"]
 
 Runs ``mpiexec -n 2`` with NUMBA_SHMEM_NODE_SIZE=1 (every PE a node of its own),
 on the backend numba-shmem picks here; with one GPU, both PEs share it through
@@ -15,6 +16,7 @@ a private MPS daemon, as shmem-run's would.
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,16 +28,31 @@ from _machine import mps_daemon
 HERE = Path(__file__).resolve().parent
 
 
+def _cpus(cpus):
+    """``cpus`` (sorted ints) as ranges: "0-3,8"."""
+    runs, start = [], None
+    for i, c in enumerate(cpus):
+        if start is None:
+            start = c
+        if i + 1 == len(cpus) or cpus[i + 1] != c + 1:
+            runs.append(str(start) if start == c else f"{start}-{c}")
+            start = None
+    return ",".join(runs)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-bytes", type=int, default=64 << 20)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--mpiexec-args", default="--bind-to none",
+                        help="mpiexec's binding arguments (default: every rank may use every "
+                        "CPU, as a PE and its proxy thread need two or more)")
     args = parser.parse_args()
     mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
     flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
     env = dict(os.environ, NUMBA_SHMEM_NODE_SIZE="1", OMPI_MCA_plm_rsh_agent="false")
-    command = [mpiexec, *flags, "-n", "2", sys.executable, str(HERE / "proxy_pe.py"),
-               str(args.max_bytes)]
+    command = [mpiexec, *flags, *shlex.split(args.mpiexec_args), "-n", "2", sys.executable,
+               str(HERE / "proxy_pe.py"), str(args.max_bytes)]
     with tempfile.TemporaryDirectory() as jobdir:
         daemon = mps_daemon(jobdir)
         try:
@@ -52,23 +69,27 @@ def main():
         raise SystemExit(f"benchmark printed no result:\n{run.stdout}\n{run.stderr}")
     r = json.loads(lines[-1])
     print(f"proxy between 2 PEs on nodes of their own ({r['backend']} backend), {r['mpi']}")
-    print(f"bandwidth, MB/s: {r['window']} messages of 'bytes' each, best of 3 rounds; shmem: "
-          "host put through the proxy, then quiet; Send: mpi4py Isend/Irecv + ack; Put: "
-          "MPI_Put in a lock epoch")
+    print("CPUs each PE may run on (its proxy thread among them): "
+          + "; ".join(f"PE {pe}: {_cpus(c)}" for pe, c in enumerate(r["cpus"])))
+    print(f"bandwidth, MB/s: {r['window']} messages of 'bytes' each, best of 3 rounds; "
+          "put_block: from one block of a kernel (256 threads) through the proxy, then quiet; "
+          "put: from the host, then quiet; Send: mpi4py Isend/Irecv + ack; Put: MPI_Put in a "
+          "lock epoch")
     put = r["bandwidth"][0].get("mpi_put_s") is not None
     print(f"MPI Put: {r['mpi_put_window']}")
-    print(f"{'bytes':>10} {'shmem put':>10} {'MPI Send':>10} {'MPI Put':>10} "
-          f"{'put/Send':>9} {'put/Put':>8}")
+    print(f"{'bytes':>10} {'put_block':>10} {'put':>10} {'MPI Send':>10} {'MPI Put':>10} "
+          f"{'block/Send':>11} {'put/Send':>9} {'put/Put':>8}")
     for row in r["bandwidth"]:
         mbs = {k: r["window"] * row["bytes"] / row[k] / 1e6
-               for k in ("shmem_put_s", "mpi_send_s", "mpi_put_s") if row.get(k)}
-        ours, send = mbs["shmem_put_s"], mbs["mpi_send_s"]
+               for k in ("shmem_put_block_s", "shmem_put_s", "mpi_send_s", "mpi_put_s")
+               if row.get(k)}
+        block, ours, send = mbs["shmem_put_block_s"], mbs["shmem_put_s"], mbs["mpi_send_s"]
         if put:
             mpi_put, versus_put = f"{mbs['mpi_put_s']:.0f}", f"{ours / mbs['mpi_put_s']:.2f}"
         else:
             mpi_put = versus_put = "-"
-        print(f"{row['bytes']:>10} {ours:>10.0f} {send:>10.0f} {mpi_put:>10} "
-              f"{ours / send:>9.2f} {versus_put:>8}")
+        print(f"{row['bytes']:>10} {block:>10.0f} {ours:>10.0f} {send:>10.0f} {mpi_put:>10} "
+              f"{block / send:>11.2f} {ours / send:>9.2f} {versus_put:>8}")
     mpi = r["mpi_round_trip_s"] * 1e6
     print(f"round trip, best of 3 rounds of 300 in one kernel: p of a flag "
           f"{r['p_round_trip_s'] * 1e6:.1f} us, put_signal of 8 bytes "
@@ -104,7 +125,7 @@ def main():
           f"({r['python_speed_busy'] / 1e6:.1f} against {r['python_speed_idle'] / 1e6:.1f} "
           "million loop iterations per second)")
     print("p through the proxy, per second, from 1 / 8 / 32 threads of a kernel (one block) "
-          "of PE 0: "
+          "of PE 0, best of 3 rounds: "
           + " / ".join(f"{r[f'p_rate_{t}_threads']:.0f}" for t in (1, 8, 32)))
     if "p_rate_1_taken" in r:
         print("  PE 0's loop took a p every (median us) / requests per batch it sent: "

@@ -8,6 +8,7 @@ trips through the proxy, mpi4py's own Send/Recv and Put between the same ranks
 """
 
 import json
+import os
 import sys
 import time
 
@@ -47,6 +48,27 @@ def shmem_bandwidth(me, dest, source, size):
             shmem.put(dest[:size], source[:size], 1)
         shmem.quiet()
     return lambda: on_pe0(me, puts)
+
+
+@cuda.jit
+def put_blocks(dest, source, size, window):
+    """One block: ``window`` put_blocks of ``size`` bytes into PE 1, then quiet."""
+    for _ in range(window):
+        shmem.put_block(dest[:size], source[:size], 1)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        shmem.quiet()
+
+
+def device_bandwidth(me, dest, source, size):
+    """Seconds for WINDOW put_blocks of ``size`` bytes into PE 1 from one
+    block of a kernel of PE 0 (256 threads), and their quiet."""
+    def kernel(window=WINDOW):
+        put_blocks[1, 256](dest, source, size, window)
+        cuda.synchronize()
+    if me == 0:
+        kernel(1)  # (compiled before it is timed)
+    return lambda: on_pe0(me, kernel)
 
 
 def mpi_bandwidth(comm, me, buf, size, one_sided, win):
@@ -154,6 +176,20 @@ def chains(traces, steps, origins):
             for (_pe, _event, _tag, name), span in zip(steps[1:], spans) if span]
 
 
+def runs_of(trace):
+    """A trace (TRACE_WORDS int64 a record) as runs of one event: [event, how
+    many, first and last us from the trace's first record]."""
+    runs = []
+    for event, _a, _b, at in trace.tolist():
+        us = (at - trace[0, 3]) / 1e3
+        if runs and runs[-1][0] == event:
+            runs[-1][1] += 1
+            runs[-1][3] = us
+        else:
+            runs.append([event, 1, us, us])
+    return runs
+
+
 def traced(proxy, comm, run):
     """``run()`` once with each PE's proxy tracing: the traces, on PE 0 (else
     None)."""
@@ -252,14 +288,16 @@ def p_many(counter, per_thread):
     shmem.quiet()
 
 
-def kernel_message_rate(me, counter, threads, per_thread):
-    """p's per second from ``threads`` threads of one block of a kernel of PE 0
-    (on the simulator each a Python thread), quiet included, timed around the
-    kernel."""
-    def kernel():
-        p_many[1, threads](counter, per_thread)
+def kernel_message_seconds(me, counter, threads, per_thread):
+    """Seconds for ``per_thread`` p's from each of ``threads`` threads of one
+    block of a kernel of PE 0 (on the simulator each a Python thread), quiet
+    included, timed around the kernel (compiled before)."""
+    def kernel(n=per_thread):
+        p_many[1, threads](counter, n)
         cuda.synchronize()
-    return lambda: threads * per_thread / on_pe0(me, kernel)
+    if me == 0:
+        kernel(1)
+    return lambda: on_pe0(me, kernel)
 
 
 def python_speed(seconds):
@@ -315,20 +353,27 @@ def main():
     comm = MPI.COMM_WORLD.Dup()
     dest = shmem.zeros(max_bytes, np.uint8)
     source = np.arange(max_bytes, dtype=np.uint64).astype(np.uint8)
+    device_source = shmem.zeros(max_bytes, np.uint8)
+    device_source.copy_to_device(source[::-1].copy())
     buf = np.zeros(max_bytes, np.uint8)
     win, put_window = mpi_window(comm, buf)
     results = {"backend": shmem._runtime.current().backend, "window": WINDOW,
                "mpi": MPI.Get_library_version().splitlines()[0], "bandwidth": [],
-               "mpi_put_window": put_window}
+               "mpi_put_window": put_window,
+               # the CPUs each rank may run on (its proxy thread shares them)
+               "cpus": comm.allgather(sorted(os.sched_getaffinity(0)))}
     size = 4096
     while size <= max_bytes:
         row = {"bytes": size}
-        runs = [("shmem_put_s", shmem_bandwidth(me, dest, source, size)),
+        runs = [("shmem_put_block_s", device_bandwidth(me, dest, device_source, size)),
+                ("shmem_put_s", shmem_bandwidth(me, dest, source, size)),
                 ("mpi_send_s", mpi_bandwidth(comm, me, buf, size, False, win))]
         if win is not None:
             runs.append(("mpi_put_s", mpi_bandwidth(comm, me, buf, size, True, win)))
         for key, run in runs:
             row[key], row[key + "_rounds"] = best_of(ROUNDS, run)
+            if key == "shmem_put_block_s" and me == 1:  # they arrived whole
+                assert (dest[:size].copy_to_host() == source[::-1][:size]).all()
         results["bandwidth"].append(row)
         size *= 4
     if me == 1:  # the puts arrived whole
@@ -363,9 +408,13 @@ def main():
     kept = [interpreter_kept(me, dest) for _ in range(ROUNDS)]
     results["python_speed_ratio"], results["python_speed_idle"], \
         results["python_speed_busy"] = min(kept)
+    total = 16000 if results["backend"] == "cuda" else 2000
     for threads in (1, 8, 32):
-        run = kernel_message_rate(me, counter, threads, 2000 // threads)
-        results[f"p_rate_{threads}_threads"] = best_of(ROUNDS, run)[0]
+        run = kernel_message_seconds(me, counter, threads, total // threads)
+        seconds, rounds = best_of(ROUNDS, run)
+        results[f"p_rate_{threads}_threads"] = threads * (total // threads) / seconds
+        results[f"p_rate_{threads}_threads_rounds"] = [threads * (total // threads) / t
+                                                       for t in rounds]
         if hasattr(proxy, "trace"):  # how often PE 0's loop took a p, how many a batch held
             traces = traced(proxy, comm, run)
             if me == 0:
@@ -376,6 +425,7 @@ def main():
                 gaps = np.diff(taken) / 1e3 if len(taken) > 1 else np.zeros(1)
                 results[f"p_rate_{threads}_taken"] = [float(np.median(gaps)),
                                                       len(taken) / max(sent, 1)]
+                results[f"p_rate_{threads}_steps"] = [runs_of(t) for t in traces]
     if win is not None:
         win.Free()
     comm.Free()
