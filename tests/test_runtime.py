@@ -185,6 +185,14 @@ def test_a_full_dev_shm_is_the_heap_exhausted_error_on_every_pe():
     assert output.count("STILL USABLE") == 2
 
 
+@pytest.mark.skipif(BACKEND != "sim", reason="the simulator's heap is a file each PE maps")
+def test_heap_sizes_that_differ_across_pes_are_an_error_naming_the_setting():
+    """Before: mmap failed ("mmap length is greater than file size")."""
+    _expect(shmem_run(2, "errors.py", "heap_size_mismatch"), "ShmemUsageError",
+            r"PE 0's symmetric heap is \d+ bytes and PE 1's \d+: NUMBA_SHMEM_HEAP_SIZE must "
+            r"be the same on every PE", pes=2)
+
+
 def test_mismatched_collectives_fail_on_every_pe():
     result = shmem_run(2, "errors.py", "collective_mismatch")
     _expect(result, "ShmemBootstrapError",

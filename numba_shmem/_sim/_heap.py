@@ -75,7 +75,14 @@ class SimHeap:
         self._fds = {bootstrap.rank: fd}
         os.ftruncate(fd, self.capacity)
         own = mmap.mmap(fd, self.capacity)
-        bootstrap.barrier("simulator heap creation")
+        # (every PE maps the others' segments at its own size: they must agree)
+        sizes = [int(b) for b in bootstrap.allgather(str(self.capacity).encode(),
+                                                     "simulator heap creation")]
+        if len(set(sizes)) > 1:
+            other = next(pe for pe, size in enumerate(sizes) if size != sizes[0])
+            raise ShmemUsageError(
+                f"PE 0's symmetric heap is {sizes[0]} bytes and PE {other}'s {sizes[other]}: "
+                "NUMBA_SHMEM_HEAP_SIZE must be the same on every PE")
         maps = []
         for pe in self._peers:
             if pe == bootstrap.rank:

@@ -108,14 +108,23 @@ def heap_smaller_than_its_reserve():
 
 @scenario(shmem.ShmemUsageError)
 def shm_exhausted():
+    # (sized from /dev/shm's whole size, the same for every PE: its free space
+    # changes as other jobs come and go, and the heap's size must not differ)
     stats = os.statvfs("/dev/shm")
-    free = stats.f_bavail * stats.f_frsize
-    os.environ["NUMBA_SHMEM_HEAP_SIZE"] = str(4 * free)
+    size = stats.f_blocks * stats.f_frsize
+    os.environ["NUMBA_SHMEM_HEAP_SIZE"] = str(4 * size)
     shmem.init()
     try:
-        shmem.array(2 * free, np.uint8)
+        shmem.array(2 * size, np.uint8)
     finally:
         still_usable()
+
+
+@scenario(shmem.ShmemUsageError)
+def heap_size_mismatch():
+    pe = int(os.environ["SHMEM_RUN_PE"])
+    os.environ["NUMBA_SHMEM_HEAP_SIZE"] = str((64 + 16 * pe) << 20)
+    shmem.init()
 
 
 @scenario(shmem.ShmemConfigError)
