@@ -36,6 +36,10 @@ COPY_MAX = 64 << 10
 WINDOW = _SLOTS // 4
 
 
+#: polls a waiting host call yields the CPU for (time.sleep(0)) before it sleeps
+YIELDS = 2000
+
+
 def _word(value):
     """An int (a value's bits, up to 64 of them) as an int64 ring word."""
     value = int(value) & 0xFFFF_FFFF_FFFF_FFFF
@@ -328,7 +332,7 @@ class CompiledProxy:
         return time.monotonic() + self._wait_timeout if self._wait_timeout else None
 
     def _pause(self, deadline, pe, what, waiting_for, polls):
-        """Wait a little (yielding at first, then sleeping longer); past the
+        """Wait a little (yielding at first, YIELDS polls, then sleeping longer); past the
         deadline, the error that says which PE waited on what."""
         if deadline is not None and time.monotonic() > deadline:
             if isinstance(pe, list):  # the PEs a quiet waits for
@@ -339,7 +343,9 @@ class CompiledProxy:
                 f"PE {self.rank} waited {self._wait_timeout:.0f} s in {what} for {waiting_for} "
                 f"from {whom} through the proxy (PEs on other nodes); the target may be stuck "
                 "or gone. Raise NUMBA_SHMEM_WAIT_TIMEOUT if the job is only slow")
-        time.sleep(0 if polls < 200 else min(1e-3, 1e-6 * (polls - 199)))
+        # a sleep of any length lasts the kernel's timer slack (50 us) at least: a wait
+        # yields for its first 2,000 polls (about a millisecond), then sleeps
+        time.sleep(0 if polls < YIELDS else min(1e-3, 1e-6 * (polls - YIELDS + 1)))
 
     def _check(self, pe, what):
         if self._failure is not None:
