@@ -381,6 +381,13 @@ def main():
     iters = 300
     counter = shmem.zeros(64, np.int64)
     proxy = shmem._runtime.current().proxy
+    if hasattr(proxy, "trace"):  # the steps of one round of each kind of put, 1 MiB or less
+        size = min(max_bytes, 1 << 20)
+        for key, run in (("put_block", device_bandwidth(me, dest, device_source, size)),
+                         ("put", shmem_bandwidth(me, dest, source, size))):
+            traces = traced(proxy, comm, run)
+            if me == 0:
+                results.setdefault("bandwidth_traces", {})[key] = [t.tolist() for t in traces]
     counted = getattr(proxy, "counters", None)  # (the compiled proxy's)
     before, start = counted and counted(), time.perf_counter()
     for key, run in (("p_round_trip_s", shmem_round_trip(me, iters, 0)),
