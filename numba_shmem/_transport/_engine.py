@@ -83,6 +83,11 @@ LAND_SEGS = 4
 
 #: words of a host descriptor beyond the GPU ring's six
 ADDR, ORDER = 6, 7
+#: what the loop keeps of a request it took, by slot, for its answer (the slot
+#: of a request that fetches nothing is given back when it is taken, and its
+#: descriptor may be another's by the time the answer comes): code, PE,
+#: offset, bytes asked, ADDR
+TAKEN_WORDS = 5
 #: the host ring: the GPU ring's layout, then a STATUS word per slot
 STATUS = _ring.NBYTES
 HOST_NBYTES = STATUS + 8 * _ring.SLOTS
@@ -112,7 +117,8 @@ CALLS = ("", "MPI_Isend", "MPI_Recv", "MPI_Iprobe", "MPI_Test", "MPI_Get_count",
          "a message larger than the receive buffer (a batch of another library?)",
          "a message of an unknown tag", "every send buffer in use", "flock",
          "copying into the GPU's heap", "copying out of the GPU's heap",
-         "applying atomics, signals and p's on the GPU")
+         "applying atomics, signals and p's on the GPU",
+         "an answer to no request it sent, or malformed (a batch of another library?)")
 #: atomics and signals toward a heap on a GPU wait here, five int64 each
 #: (address, code, value, cond, the old value), to be applied together
 #: (``Target.apply``) before the next request that is not one
@@ -159,7 +165,7 @@ State = collections.namedtuple("State", [
     "prid", "drid",
     "dsource", "ctl", "clock", "flag",
     "count", "status", "pollfd", "timeout",
-    "host", "hw", "hstate", "gpu", "gw", "gstate",
+    "host", "hw", "hstate", "htaken", "gpu", "gw", "gstate", "gtaken",
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
     "nfollow", "dreq", "dticket", "dstate", "inbox", "inbox2", "drop", "land", "lused",
     "heap", "extent",
@@ -222,7 +228,9 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
         pollfd=pollfd, timeout=np.zeros(2, np.int64), flag=np.zeros(1, np.int32),
         count=np.zeros(1, np.int32), status=np.zeros(max(status_bytes // 4, 8), np.int32),
         host=host, hw=host.view(np.int64), hstate=np.zeros(_ring.SLOTS, np.int64),
+        htaken=np.zeros((_ring.SLOTS, TAKEN_WORDS), np.int64),
         gpu=gpu, gw=gpu[:_ring.STAGING].view(np.int64), gstate=np.zeros(_ring.SLOTS, np.int64),
+        gtaken=np.zeros((_ring.SLOTS, TAKEN_WORDS), np.int64),
         pool=np.zeros((BUFFERS, BATCH), np.uint8), bstate=np.zeros(BUFFERS, np.int64),
         fill=np.zeros(BUFFERS, np.int64), expect=np.zeros(BUFFERS, np.int64),
         bpeer=np.zeros(BUFFERS, np.int64),
@@ -747,9 +755,14 @@ def published(words, ticket):
 def forward(s, gpu, ticket):
     """Put ring ``gpu``'s ticket into its target's batch. 1 if it went, 0 if
     no buffer had room (it stays in the ring), -1 if MPI failed."""
-    ring, words, outstanding = (s.gpu, s.gw, s.gstate) if gpu else (s.host, s.hw,
-                                                                    s.hstate)
+    ring, words, outstanding, kept = (s.gpu, s.gw, s.gstate, s.gtaken) if gpu else \
+        (s.host, s.hw, s.hstate, s.htaken)
     slot = ticket % _SLOTS
+    if outstanding[slot] != 0:
+        # the slot's last request is not answered, or COMPLETE has not passed
+        # it: this one waits in the ring (answers come in any order; each is
+        # read against what was kept of its own request)
+        return 0
     d = slot * _DESC
     code, pe, offset, arg, cond = words[d + 1], words[d + 2], words[d + 3], \
         words[d + 4], words[d + 5]
@@ -783,6 +796,8 @@ def forward(s, gpu, ticket):
         _move(s.pool[b], at + _REQ_BYTES, ring, start, inline)
     s.fill[b] = at + _REQ_BYTES + pad(inline)
     outstanding[slot] = ticket + 1
+    kept[slot, 0], kept[slot, 1], kept[slot, 2], kept[slot, 3] = code, pe, offset, arg
+    kept[slot, 4] = words[d + ADDR] if not gpu else 0
     if s.ctl[TRACING]:
         note(s, TAKEN, record[w], pe, 0)
     if big:
@@ -965,6 +980,8 @@ def serve_batch(s, nbytes, source):
         kind = code & 255
         s.ctl[APPLIED] += 1
         reason = refusal(code, offset, arg, extent)
+        if inline < 0 or inline > BATCH or at > nbytes:
+            reason, inline, at = MALFORMED, 0, nbytes  # (nothing after it can be read)
         if reason == 0 and kind == _PUT and not big and inline != arg:
             reason = MALFORMED
         if device and reason == 0 and ((kind == _GET and arg > _CHUNK) or (big and arg > PIECE)):
@@ -1066,12 +1083,14 @@ def take_answers(s, inbox, nbytes, source):
         gpu = (rid & 1) == 1
         ticket = rid >> 1
         slot = ticket % _SLOTS
-        ring, words, outstanding = (s.gpu, s.gw, s.gstate) if gpu else (s.host, s.hw,
-                                                                        s.hstate)
-        d = slot * _DESC
-        code = words[d + 1]
+        ring, words, outstanding, kept = (s.gpu, s.gw, s.gstate, s.gtaken) if gpu else \
+            (s.host, s.hw, s.hstate, s.htaken)
+        if outstanding[slot] != ticket + 1 or inline < 0 or data_at + inline > nbytes or \
+                inline > _CHUNK:
+            s.ctl[FAILED_CALL] = 13  # (an answer to no request taken, or malformed)
+            return False
+        code, asked = kept[slot, 0], kept[slot, 3]
         kind = code & 255
-        asked = words[d + 4]
         if kind == _GET:
             start = _STAGING + slot * _CHUNK
             if reason != 0:
@@ -1080,7 +1099,7 @@ def take_answers(s, inbox, nbytes, source):
                         ring[start + i] = 0
             elif inline:
                 _move(ring, start, inbox, data_at, inline)
-            elif s.recv(_arg(s.recv, 0, words[d + ADDR]), asked, byte, source, TAG_ANS_DATA,
+            elif s.recv(_arg(s.recv, 0, kept[slot, 4]), asked, byte, source, TAG_ANS_DATA,
                         comm, 0) != 0:
                 s.ctl[FAILED_CALL] = 2
                 return False
@@ -1090,9 +1109,9 @@ def take_answers(s, inbox, nbytes, source):
             n = s.ctl[REFUSED]
             if n < MAX_REFUSALS:
                 s.refusals[n, 0] = rid
-                s.refusals[n, 1] = words[d + 2]
+                s.refusals[n, 1] = kept[slot, 1]
                 s.refusals[n, 2] = code
-                s.refusals[n, 3] = words[d + 3]
+                s.refusals[n, 3] = kept[slot, 2]
                 s.refusals[n, 4] = asked
                 s.refusals[n, 5] = reason
                 s.refusals[n, 6] = value
