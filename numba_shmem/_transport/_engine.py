@@ -417,8 +417,8 @@ def now_ns(s):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def clock_ns(clock_gettime, clock):
-    """CLOCK_MONOTONIC in ns (the loop's turns call this, not ``now_ns``: a
-    call that passes the whole State costs about 0.1 us)."""
+    """CLOCK_MONOTONIC in ns (the loop's idle turns call this, not ``now_ns``:
+    they touch no more of the State than they need)."""
     clock_gettime(1, clock.ctypes.data)
     return clock[0] * 1_000_000_000 + clock[1]
 
