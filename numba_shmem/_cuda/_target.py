@@ -363,6 +363,12 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     signature = types.int32(types.uint64, types.uint64, types.uint64)
 
     @njit
+    def unlanded(flag):
+        """Record (the third count) whether writes asked of the stream may not
+        have landed yet."""
+        carray(pointer(np.uint64(counts_at), np.int64(0)), 3)[2] = flag
+
+    @njit
     def synchronized(rc):
         """Synchronize the stream after a call that returned ``rc``: what it
         returns; once it has, no earlier write is still on its way."""
@@ -370,23 +376,27 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             return rc
         rc = synchronize(stream)
         if rc == 0:
-            carray(pointer(np.uint64(counts_at), np.int64(0)), 3)[2] = 0
+            unlanded(0)
         return rc
+
+    @njit
+    def event(k):
+        return carray(pointer(np.uint64(events_at), np.uint64(0)), k + 1)[k]
 
     @cfunc(signature)
     def copy_in(dst, src, n):
         rc = htod(dst, src, n, stream)
         if rc == 0:  # (its bytes land once settled says so)
-            carray(pointer(np.uint64(counts_at), np.int64(0)), 3)[2] = 1
+            unlanded(1)
         return rc
 
     @cfunc(types.int32(types.int64))
     def mark(k):
-        return record(carray(pointer(np.uint64(events_at), np.uint64(0)), k + 1)[k], stream)
+        return record(event(k), stream)
 
     @cfunc(types.int32(types.int64))
     def reached(k):
-        return wait_event(carray(pointer(np.uint64(events_at), np.uint64(0)), k + 1)[k])
+        return wait_event(event(k))
 
     @cfunc(signature)
     def copy_out(dst, src, n):
@@ -457,7 +467,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     def settled():
         rc = query(stream)
         if rc == 0:
-            carray(pointer(np.uint64(counts_at), np.int64(0)), 3)[2] = 0
+            unlanded(0)
         return -1 if rc == _NOT_READY else rc
 
     return copy_in, copy_out, apply, settled, mark, reached

@@ -448,13 +448,13 @@ def target_call(s, began, call):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def target_failed(s, rc):
-    """Whether the target's function that returned ``rc`` failed at its
-    copies (then recorded)."""
+def target_failed(s, rc, call):
+    """Whether the target's function that returned ``rc`` failed (then
+    recorded: ``rc`` and ``call``, its FAILED_CALL number)."""
     if rc == 0:
         return False
     s.ctl[FAILED_RC] = rc
-    s.ctl[FAILED_CALL] = 10
+    s.ctl[FAILED_CALL] = call
     return True
 
 
@@ -470,7 +470,7 @@ def issue_copy(s):
     rc = s.copy_in(s.ctl[COPY_DST],
                    _arg(s.copy_in, 1, np.int64(s.land.ctypes.data) + s.ctl[COPY_AT]), n)
     target_call(s, began, 10)
-    return not target_failed(s, rc)
+    return not target_failed(s, rc, 10)
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -480,11 +480,11 @@ def land(s, n):
     done. -1 if the target failed."""
     seg, fill = s.ctl[LAND_SEG], s.ctl[LAND_FILL]
     if fill + n > PIECE:
-        if not issue_copy(s) or (s.lused[seg] != 0 and target_failed(s, s.mark(seg))):
+        if not issue_copy(s) or (s.lused[seg] != 0 and target_failed(s, s.mark(seg), 10)):
             return -1
         seg = (seg + 1) % LAND_SEGS
         if s.lused[seg] != 0:
-            if target_failed(s, s.reached(seg)):
+            if target_failed(s, s.reached(seg), 10):
                 return -1
             s.lused[seg] = 0
         s.ctl[LAND_SEG] = seg
@@ -884,9 +884,7 @@ def answer(s, source, rid, reason, value, back, offset):
         began = now_ns(s)
         rc = s.copy_out(_arg(s.copy_out, 0, into), s.ctl[HEAP_BASE] + offset, inline_back)
         target_call(s, began, 11)
-        if rc != 0:
-            s.ctl[FAILED_RC] = rc
-            s.ctl[FAILED_CALL] = 11
+        if target_failed(s, rc, 11):
             return False
     elif inline_back:
         _move(s.pool[b], start, s.heap, offset, inline_back)
@@ -912,14 +910,10 @@ def apply_pending(s, source):
     s.ctl[PENDING] = 0
     if not issue_copy(s):  # (the puts before them land first: one stream)
         return False
-    if s.ctl[DEFERRED] + n > DEFER_MAX and not settle(s, True):
-        return False
     began = now_ns(s)
     rc = s.apply(_arg(s.apply, 0, np.int64(s.pend.ctypes.data)), n)
     target_call(s, began, 12)
-    if rc != 0:
-        s.ctl[FAILED_RC] = rc
-        s.ctl[FAILED_CALL] = 12
+    if target_failed(s, rc, 12):
         return False
     for i in range(n):
         if s.prid[i] < 0:
@@ -927,11 +921,8 @@ def apply_pending(s, source):
         if fetches(s.pend[i, 1]):
             if not answer(s, source, s.prid[i], 0, s.pend[i, 4], 0, 0):
                 return False
-        else:
-            k = s.ctl[DEFERRED]
-            s.drid[k] = s.prid[i]
-            s.dsource[k] = source
-            s.ctl[DEFERRED] = k + 1
+        elif not defer(s, source, s.prid[i]):
+            return False
     return True
 
 
@@ -945,9 +936,7 @@ def settle(s, wait):
         rc = s.settled()
         if rc == 0:
             break
-        if rc != -1:
-            s.ctl[FAILED_RC] = rc
-            s.ctl[FAILED_CALL] = 12
+        if rc != -1 and target_failed(s, rc, 12):
             return False
         if not wait:
             return True
