@@ -28,9 +28,11 @@ def _make_collective(name, debug):
     head = (f"{setup}    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
             f"    start = {first}\n    stride = {step}\n")
     def far_put(shift, local_shift):
-        """Source: toward member ``pe`` on another node, this thread's chunks."""
+        """Source: toward member ``pe`` on another node, this thread's (or
+        warp's) chunks."""
         return _indent(f"_proxy_check(pe, {name!r})\n" + _far_copy(
-            True, "dest", "source", "nelems * source.itemsize", 1, shift, local_shift), 1)
+            True, "dest", "source", "nelems * source.itemsize", 1, shift, local_shift,
+            name[len(kind):]), 1)
 
     def spread(shift):
         """Source: ``nbytes`` from ``src`` to ``dest`` (plus ``shift``) on

@@ -1,9 +1,13 @@
 """Device code toward PEs on other nodes: requests into the proxy's ring."""
 
+import re
+
+from numba import cuda, types
+
 from .. import _device_api as api
 from . import _proxied
 from ._primitives import _addr, _heap_base, _load_relaxed, _store_relaxed, _trap
-from ._source import _BACKOFF, _indent, _widest
+from ._source import _BACKOFF, _BLOCK_RANK, _BLOCK_SIZE, _copy_source, _indent, _widest
 
 
 # -- toward PEs on other nodes: requests into the proxy's ring ---------------------
@@ -19,24 +23,34 @@ def _spin(condition):
     return f"polls = 0\npause = 32\nwhile {condition}:\n" + _indent(_BACKOFF, 1)
 
 
-def _post(code, pe, offset, arg="0", cond="0", stage=""):
-    """Source: post one request into this PE's ring, once its slot is free.
-    Leaves ``t`` (its ticket), ``slot``, ``ring`` and ``stage_at`` (the slot's
-    data area, which the source ``stage`` fills before the descriptor is
-    published)."""
+def _claim():
+    """Source: take a ticket ``t`` and wait until its ``slot`` in this PE's
+    ring (at ``ring``) is free."""
     return ("t = _ring_claim()\n"
             "slot = t & RING_MASK\n"
             "ring = _ring_base()\n"
-            + _spin("_load_word(ring + RING_FREE + slot * 8) != t") +
-            "stage_at = ring + RING_STAGING + slot * RING_CHUNK\n"
-            + stage +
-            "desc = ring + slot * 64\n"
+            + _spin("_load_word(ring + RING_FREE + slot * 8) != t"))
+
+
+def _publish(code, pe, offset, arg="0", cond="0"):
+    """Source: write ticket ``t``'s descriptor into its ``slot`` and publish it
+    (a release: what the slot's staging area holds goes before it)."""
+    return ("desc = ring + slot * 64\n"
             f"_store_word(desc + 8, {code})\n"
             f"_store_word(desc + 16, {pe})\n"
             f"_store_word(desc + 24, {offset})\n"
             f"_store_word(desc + 32, {arg})\n"
             f"_store_word(desc + 40, {cond})\n"
             "_release_word(desc, t + 1)\n")
+
+
+def _post(code, pe, offset, arg="0", cond="0", stage=""):
+    """Source: post one request into this PE's ring, once its slot is free.
+    Leaves ``t`` (its ticket), ``slot``, ``ring`` and ``stage_at`` (the slot's
+    data area, which the source ``stage`` fills before the descriptor is
+    published)."""
+    return (_claim() + "stage_at = ring + RING_STAGING + slot * RING_CHUNK\n"
+            + stage + _publish(code, pe, offset, arg, cond))
 
 
 #: Source: wait for the answer to ticket ``t``; then give its slot back
@@ -59,26 +73,91 @@ def _serial_copy(dst, src, nbytes, smallest):
                       f"        _copy{w}({dst} + k, {src} + k)\n        k += {w}\n", widths, 0))
 
 
-def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift=""):
-    """Source: this thread's part (chunks ``start, start + stride, ...``) of a
-    put (``put``) or get of ``nbytes`` between the symmetric ``remote`` on PE
-    ``pe`` and ``local``, through the ring; ``shift`` and ``local_shift`` add
-    to the two addresses (bytes)."""
+_COPY_NAMES = re.compile(r"\b(dst|src|nbytes|start|stride|align|head|count|d|s|i|tail|tail_at)\b")
+
+
+def _renamed(source):
+    """``source`` (a copy loop from _copy_source) with its variables prefixed
+    ``w_``."""
+    return _COPY_NAMES.sub(r"w_\1", source)
+
+
+def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", scope=""):
+    """Source: the calling group's part of a put (``put``) or get of ``nbytes``
+    between the symmetric ``remote`` on PE ``pe`` and ``local``, through the
+    ring; ``shift`` and ``local_shift`` add to the two addresses (bytes).
+
+    A thread alone (``scope`` "") posts every chunk and copies it by itself.
+    In a warp or a block each warp takes every ``nwarps``-th chunk: its first
+    lane posts it, and all its lanes copy it between the heap and the slot's
+    staging area in consecutive pieces, so that a warp's stores into the
+    ring's mapped host memory cross PCIe as whole lines (one thread per chunk
+    wrote 8-byte pieces 8 KiB apart, a bus transaction each)."""
+    head = (f"total = {nbytes}\n"
+            f"far_at = _addr({remote}) - _heap_base(){shift}\n"
+            f"near_at = _addr({local}){local_shift}\n")
     chunk = ("at = c * RING_CHUNK\n"
              "n = min(RING_CHUNK, total - at)\n")
+    if not scope:
+        if put:
+            chunk += _post("RING_PUT", "pe", "far_at + at", "n",
+                           stage=_serial_copy("stage_at", "near_at + at", "n", smallest))
+        else:
+            chunk += (_post("RING_GET", "pe", "far_at + at", "n") + _ANSWER
+                      + _serial_copy("near_at + at", "stage_at", "n", smallest) + _GIVE_BACK)
+        return (head + "c = start\n"
+                "while c * RING_CHUNK < total:\n" + _indent(chunk, 1) + "    c += stride\n")
+    # the group takes one ticket for each chunk at once, so that the ring holds
+    # the chunks in order (the target joins their copies into one), whichever
+    # warp posts each first
+    count = "nchunks = (total + RING_CHUNK - 1) // RING_CHUNK\n"
+    if scope == "_warp":  # (lanes and mask come from the scope's set-up)
+        tickets = (count + "warp = 0\nnwarps = 1\nfirst_t = 0\n"
+                   "if cuda.laneid == 0 and nchunks > 0:\n"
+                   "    first_t = _ring_claim_many(nchunks)\n"
+                   "first_t = cuda.shfl_sync(mask, first_t, 0)\n")
+    else:  # (every thread reads the first ticket before the next call takes one)
+        tickets = (count
+                   + f"lanes = min(32, {_BLOCK_SIZE} - ({_BLOCK_RANK} - cuda.laneid))\n"
+                   "mask = -1 if lanes == 32 else (1 << lanes) - 1\n"
+                   f"warp = {_BLOCK_RANK} >> 5\n"
+                   f"nwarps = ({_BLOCK_SIZE} + 31) >> 5\n"
+                   "first_at = cuda.shared.array(1, _int64)\n"
+                   "if warp == 0 and cuda.laneid == 0 and nchunks > 0:\n"
+                   "    first_at[0] = _ring_claim_many(nchunks)\n"
+                   "cuda.syncthreads()\n"
+                   "first_t = first_at[0]\n"
+                   "cuda.syncthreads()\n")
+    # the group copy, this lane of the warp's lanes, in names of its own (the
+    # caller's start, stride, dst, ... stay as they are)
+    between = ("w_dst = {dst}\nw_src = {src}\nw_nbytes = n\nw_start = cuda.laneid\n"
+               "w_stride = lanes\nif True:\n" + _renamed(_copy_source(smallest)))
+    chunk += ("t = first_t + c\n"
+              "slot = t & RING_MASK\n"
+              "ring = _ring_base()\n"
+              "stage_at = ring + RING_STAGING + slot * RING_CHUNK\n")
     if put:
-        chunk += _post("RING_PUT", "pe", "far_at + at", "n",
-                       stage=_serial_copy("stage_at", "near_at + at", "n", smallest))
+        chunk += ("if cuda.laneid == 0:\n"
+                  + _indent(_spin("_load_word(ring + RING_FREE + slot * 8) != t"), 1) +
+                  # the warp's barrier orders the first lane's wait before the
+                  # lanes' stores into the slot, and their stores before its post
+                  "cuda.syncwarp(mask)\n"
+                  + between.format(dst="stage_at", src="near_at + at") +
+                  "cuda.syncwarp(mask)\n"
+                  "if cuda.laneid == 0:\n"
+                  + _indent(_publish("RING_PUT", "pe", "far_at + at", "n"), 1))
     else:
-        chunk += (_post("RING_GET", "pe", "far_at + at", "n") + _ANSWER
-                  + _serial_copy("near_at + at", "stage_at", "n", smallest) + _GIVE_BACK)
-    return (f"total = {nbytes}\n"
-            f"far_at = _addr({remote}) - _heap_base(){shift}\n"
-            f"near_at = _addr({local}){local_shift}\n"
-            "c = start\n"
-            "while c * RING_CHUNK < total:\n"
-            + _indent(chunk, 1) +
-            "    c += stride\n")
+        chunk += ("if cuda.laneid == 0:\n"
+                  + _indent(_spin("_load_word(ring + RING_FREE + slot * 8) != t")
+                            + _publish("RING_GET", "pe", "far_at + at", "n") + _ANSWER, 1) +
+                  # the first lane saw the answer: the warp reads the data after it
+                  "cuda.syncwarp(mask)\n"
+                  + between.format(dst="near_at + at", src="stage_at") +
+                  "cuda.syncwarp(mask)\n"
+                  "if cuda.laneid == 0:\n"
+                  + _indent(_GIVE_BACK, 1))
+    return (head + tickets + "c = warp\n"
+            "while c < nchunks:\n" + _indent(chunk, 1) + "    c += nwarps\n")
 
 
 def _far_signal(sig, value, sig_op, pe):
@@ -106,4 +185,4 @@ def _far_namespace():
     (``_proxied.compiled_in``)."""
     return {**_proxied.namespace(), "_heap_base": _heap_base, "_addr": _addr,
             "_store_relaxed": _store_relaxed, "_load_relaxed": _load_relaxed, "_trap": _trap,
-            "min": min}
+            "min": min, "cuda": cuda, "_int64": types.int64}

@@ -142,6 +142,16 @@ def _ring_claim(typingctx):
 
 
 @intrinsic
+def _ring_claim_many(typingctx, count):
+    """Take ``count`` consecutive tickets: the first."""
+    def codegen(context, builder, sig, args):
+        n = context.cast(builder, args[0], sig.args[0], types.int64)
+        return _ptx.asm(builder, _i64, "atom.relaxed.gpu.add.u64 $0, [$1], $2;", "=l,l,l",
+                        [load_field(context, builder, "proxy_tickets"), n])
+    return types.int64(count), codegen
+
+
+@intrinsic
 def _ring_posted(typingctx):
     """How many tickets have been taken."""
     def codegen(context, builder, sig, args):
@@ -211,7 +221,8 @@ def namespace():
 
 _NAMESPACE = {
     "_far": _far, "_proxy_check": _proxy_check, "_ring_base": _ring_base,
-    "_ring_claim": _ring_claim, "_ring_posted": _ring_posted, "_load_word": _load_word,
+    "_ring_claim": _ring_claim, "_ring_claim_many": _ring_claim_many,
+    "_ring_posted": _ring_posted, "_load_word": _load_word,
     "_store_word": _store_word, "_release_word": _release_word, "_bits": _bits,
     "_from_bits": _from_bits,
     "RING_MASK": _ring.SLOTS - 1, "RING_SLOTS": _ring.SLOTS, "RING_CHUNK": _ring.CHUNK,

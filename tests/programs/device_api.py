@@ -53,6 +53,21 @@ def rma_cooperative(dest_warp, dest_block, dest_nbi, source, got_block):
 
 
 @cuda.jit
+def rma_chunks(dest_block, dest_warp, source, got_block, shift):
+    """Several of the ring's chunks and a part of one, by a block whose last
+    warp is not whole and by a warp, one side shifted off 16-byte alignment."""
+    me = shmem.my_pe()
+    npes = shmem.n_pes()
+    right = (me + 1) % npes
+    left = (me - 1 + npes) % npes
+    shmem.put_block(dest_block[shift:], source, right)
+    if cuda.threadIdx.x >= 64:
+        shmem.put_warp(dest_warp, source[shift:], right)
+    shmem.quiet()
+    shmem.get_block(got_block, source[shift:], left)
+
+
+@cuda.jit
 def p_words(i32, u32, f32):
     """p of 4-byte values whose high bit is set, into the second element (an
     offset 4 bytes past 8-byte alignment), as the proxy pends such a put."""
@@ -103,6 +118,19 @@ def check_rma(me, n):
     for out in outs:
         assert (out.copy_to_host() == mine).all()
     assert (got_block.copy_to_host() == theirs).all()
+    # more than the ring's chunks (8 KiB), by a block of 2.5 warps and a warp
+    size, shift = 5 * 8192 + 777, 3
+    bytes_source = shmem.array(size + shift, np.uint8)
+    bytes_source.copy_to_device((np.arange(size + shift) * 7 + me).astype(np.uint8))
+    bytes_outs = [shmem.zeros(size + shift, np.uint8) for _ in range(2)]
+    bytes_got = cuda.to_device(np.zeros(size, np.uint8))
+    shmem.barrier_all()
+    rma_chunks[1, 80](*bytes_outs, bytes_source, bytes_got, shift)
+    shmem.barrier_all()
+    left_bytes = (np.arange(size + shift) * 7 + left).astype(np.uint8)
+    assert (bytes_outs[0].copy_to_host()[shift:] == left_bytes[:size]).all()
+    assert (bytes_outs[1].copy_to_host()[:size] == left_bytes[shift:]).all()
+    assert (bytes_got.copy_to_host() == left_bytes[shift:]).all()
     # host put and get larger than the proxy's pieces (1 MiB) and not a
     # multiple of them, from host and from device memory
     right = (me + 1) % n
