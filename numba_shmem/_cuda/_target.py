@@ -193,6 +193,28 @@ def _memop_templates():
     return templates, where
 
 
+#: a ``CUDA_MEMCPY2D`` (``cuMemcpy2DAsync``'s parameters), in uint64 words
+COPY2D_WORDS = 16
+#: its fields the target sets for each copy, in this order
+COPY2D_FIELDS = ("srcHost", "srcPitch", "dstDevice", "dstPitch", "WidthInBytes", "Height")
+
+
+def _copy2d_template():
+    """A ``CUDA_MEMCPY2D`` from host to device memory as cuda.bindings lays it
+    out (COPY2D_WORDS uint64 words, COPY2D_FIELDS zero), and the word of each
+    of COPY2D_FIELDS, read from the binding as ``_memop_templates`` does."""
+    copy = cu.CUDA_MEMCPY2D()
+    copy.srcMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_HOST
+    copy.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    for k, field in enumerate(COPY2D_FIELDS):
+        setattr(copy, field, _ADDRESS_MARK + k)
+    raw = np.frombuffer(ctypes.string_at(copy.getPtr(), 8 * COPY2D_WORDS), np.uint64).copy()
+    where = np.array([np.flatnonzero(raw == _ADDRESS_MARK + k)[0]
+                      for k in range(len(COPY2D_FIELDS))], np.int64)
+    raw[where] = 0
+    return raw, where
+
+
 def _memops_supported(device):
     """(writes, reductions): whether this GPU and driver take stream memory
     operations that write 4 and 8 bytes, and atomic reductions."""
@@ -252,6 +274,7 @@ class FunctionTarget:
                                                  ctypes.addressof(self._args) + 8)
             # a batch's stream memory operations, and how many batches went each way
             self._memops = np.zeros((_engine.PEND_MAX, MEMOP_WORDS), np.uint64)
+            self._copy2d, copy2d_where = _copy2d_template()
             self._counts = np.zeros(3, np.int64)
             templates, where = _memop_templates()
             if not reductions:
@@ -261,7 +284,8 @@ class FunctionTarget:
             self._keep = _functions(
                 driver, int(stream), int(function), ctypes.addressof(self._params),
                 ctypes.addressof(self._args) + 8, self._memops.ctypes.data if writes else 0,
-                templates, where, self._counts.ctypes.data, self._events.ctypes.data)
+                templates, where, self._counts.ctypes.data, self._events.ctypes.data,
+                self._copy2d.ctypes.data, copy2d_where)
             copy_in, copy_out, apply, settled, mark, reached = self._keep
             self.target = _engine.Target(
                 _engine.COPY_IN(copy_in.address), _engine.COPY_OUT(copy_out.address),
@@ -300,6 +324,7 @@ class FunctionTarget:
 #: the driver's C functions the target calls, as ctypes types
 _U64, _U32, _I32 = ctypes.c_uint64, ctypes.c_uint, ctypes.c_int
 DRIVER = {"cuMemcpyHtoDAsync_v2": ctypes.CFUNCTYPE(_I32, _U64, _U64, _U64, _U64),
+          "cuMemcpy2DAsync_v2": ctypes.CFUNCTYPE(_I32, _U64, _U64),
           "cuMemcpyDtoHAsync_v2": ctypes.CFUNCTYPE(_I32, _U64, _U64, _U64, _U64),
           "cuStreamSynchronize": ctypes.CFUNCTYPE(_I32, _U64),
           "cuLaunchKernel": ctypes.CFUNCTYPE(_I32, _U64, _U32, _U32, _U32, _U32, _U32, _U32,
@@ -328,13 +353,15 @@ def _driver():
 
 
 def _functions(driver, stream, function, params, count_at, memops_at, templates, where,
-               counts_at, events_at):
+               counts_at, events_at, copy2d_at, copy2d_where):
     """The Target's C functions (numba cfuncs), calling ``driver`` (DRIVER's
     functions, in its order), for ``stream`` and the
     ``apply_batch`` kernel ``function``, launched with the parameter pointers
     at ``params``; ``count_at`` is where its record count goes; ``events_at``
     holds LAND_SEGS events (``mark`` records one, ``reached`` waits for it).
-    Copies into the heap return once asked (complete once settled). A batch goes
+    Copies into the heap return once asked (complete once settled); one of
+    several runs is a 2D copy, its parameters built at ``copy2d_at`` (a
+    ``_copy2d_template``; ``copy2d_where`` where its fields go). A batch goes
     as stream memory operations, built at ``memops_at`` (0: never) from
     ``templates`` (``_memop_templates``, ``where`` -1 for those the GPU does
     not take), where each of its records is one; ``counts_at`` counts the
@@ -346,7 +373,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     from .._transport._engine import PEND_WORDS
 
-    htod, dtoh, synchronize, launch, query, record, wait_event, batch = driver
+    htod, htod2d, dtoh, synchronize, launch, query, record, wait_event, batch = driver
     if batch is None:  # (never called: memops_at is 0; the function still compiles)
         batch = DRIVER["cuStreamBatchMemOp_v2"](lambda *args: 1)
     kinds = (_ring.SIGNAL, _ring.ATOMIC)
@@ -383,9 +410,16 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     def event(k):
         return carray(pointer(np.uint64(events_at), np.uint64(0)), k + 1)[k]
 
-    @cfunc(signature)
-    def copy_in(dst, src, n):
-        rc = htod(dst, src, n, stream)
+    @cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.uint64, types.uint64))
+    def copy_in(dst, src, n, pitch, rows):
+        if rows == 1:
+            rc = htod(dst, src, n, stream)
+        else:  # (the driver takes the parameters in at the call)
+            copy = carray(pointer(np.uint64(copy2d_at), np.uint64(0)), COPY2D_WORDS)
+            values = (src, pitch, dst, n, n, rows)
+            for k in range(6):
+                copy[copy2d_where[k]] = values[k]
+            rc = htod2d(np.uint64(copy2d_at), stream)
         if rc == 0:  # (its bytes land once settled says so)
             unlanded(1)
         return rc

@@ -30,9 +30,10 @@ def function_target(heap, lockfd):
 
         u8p = types.CPointer(types.uint8)
 
-        @cfunc(types.int32(types.uint64, u8p, types.uintp))
-        def copy_in(dst, src, n):
-            carray(bytes_at(dst), n)[:] = carray(src, n)
+        @cfunc(types.int32(types.uint64, types.uint64, types.uintp, types.uintp, types.uintp))
+        def copy_in(dst, src, n, pitch, rows):
+            for row in range(rows):
+                carray(bytes_at(dst + row * n), n)[:] = carray(bytes_at(src + row * pitch), n)
             return 0
 
         @cfunc(types.int32(u8p, types.uint64, types.uintp))

@@ -78,8 +78,11 @@ TAKE = 256
 #: puts toward a GPU's heap land in pinned host memory of this many PIECE-byte
 #: segments and go on with asynchronous copies: the data of the next put is
 #: received while the copy of the one before runs (a segment is written again
-#: once the copies from it are done: ``Target.reached``)
+#: once the copies from it are done: ``Target.reached``). A batch of requests
+#: toward a GPU's heap is received there too, so that the data of its puts is
+#: copied from where it arrived; each landing starts on a LAND_ALIGN boundary
 LAND_SEGS = 4
+LAND_ALIGN = 64
 
 #: words of a host descriptor beyond the GPU ring's six
 ADDR, ORDER = 6, 7
@@ -101,12 +104,17 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 #: DEFERRED the requests applied but not yet answered: ``drid``, ``dsource``;
 #: LAND_SEG and LAND_FILL the landing segment being filled and its bytes used;
 #: COPY_DST, COPY_AT, COPY_N the copy from it not yet asked of the target (a
-#: contiguous next one joins it))
+#: contiguous next one joins it; COPY_ROWS of them, COPY_PITCH bytes apart in
+#: the segment, each COPY_N bytes and the next's right after it in the heap:
+#: the chunks of one transfer, their request records between them); LAND_HOLD
+#: the segment that holds the batch being served (-1: none), which no landing
+#: takes meanwhile)
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
     FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, DEFERRED, LAND_SEG, \
-    LAND_FILL, COPY_DST, COPY_AT, COPY_N, CONTROL_WORDS = range(40)
+    LAND_FILL, COPY_DST, COPY_AT, COPY_N, COPY_ROWS, COPY_PITCH, LAND_HOLD, \
+    CONTROL_WORDS = range(43)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -173,9 +181,10 @@ State = collections.namedtuple("State", [
 
 
 #: a heap that the loop reaches through functions (a GPU's), each returning 0
-#: or an error code: ``copy_in(dst, src, n)`` copies n bytes from host memory
-#: into the heap at its address ``dst`` and may return before the copy is
-#: done (the source stays untouched until then); ``copy_out(dst, src, n)``
+#: or an error code: ``copy_in(dst, src, n, pitch, rows)`` copies ``rows``
+#: runs of n bytes from host memory, ``pitch`` bytes apart there, into the
+#: heap at its address ``dst``, one after the other, and may return before the
+#: copy is done (the source stays untouched until then); ``copy_out(dst, src, n)``
 #: copies from the heap into host memory and returns once done; ``apply(records,
 #: n)`` applies n PEND_WORDS records in order (the old value into the fifth
 #: word) and returns once they are applied where one fetches, else may return
@@ -206,6 +215,7 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
     ctl[ANY_SOURCE], ctl[ANY_TAG] = mpic.any_source, mpic.any_tag
     ctl[SOURCE_AT], ctl[TAG_AT] = mpic.source_at, mpic.tag_at
     ctl[WAKE_FD] = wakefd
+    ctl[LAND_HOLD] = -1
     if target is None:  # (the State's types stay one: functions that are never called)
         target = _unused_target()
     else:
@@ -248,15 +258,17 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
 
 
 #: the C types of a Target's functions
-COPY_IN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t)
+COPY_IN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t,
+                           ctypes.c_size_t, ctypes.c_size_t)
 COPY_OUT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t)
 APPLY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
 SETTLED = ctypes.CFUNCTYPE(ctypes.c_int)
 MARK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64)
 
 
-@cfunc(types.int32(types.uint64, types.voidptr, types.uintp), cache=True)
-def _refuse_in(dst, src, n):
+@cfunc(types.int32(types.uint64, types.voidptr, types.uintp, types.uintp, types.uintp),
+       cache=True)
+def _refuse_in(dst, src, n, pitch, rows):
     return -1
 
 
@@ -460,15 +472,17 @@ def target_failed(s, rc, call):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def issue_copy(s):
-    """Ask the target for the copy that waits (COPY_N bytes from the landing
-    segments into the heap), counted. False if the target failed."""
+    """Ask the target for the copy that waits (COPY_ROWS runs of COPY_N bytes
+    from the landing segments into the heap), counted. False if the target
+    failed."""
     n = s.ctl[COPY_N]
     if n == 0:
         return True
     s.ctl[COPY_N] = 0
     began = now_ns(s)
     rc = s.copy_in(s.ctl[COPY_DST],
-                   _arg(s.copy_in, 1, np.int64(s.land.ctypes.data) + s.ctl[COPY_AT]), n)
+                   _arg(s.copy_in, 1, np.int64(s.land.ctypes.data) + s.ctl[COPY_AT]), n,
+                   s.ctl[COPY_PITCH], s.ctl[COPY_ROWS])
     target_call(s, began, 10)
     return not target_failed(s, rc, 10)
 
@@ -476,20 +490,22 @@ def issue_copy(s):
 @njit(nogil=True, cache=True, _nrt=False)
 def land(s, n):
     """Where in ``land`` ``n`` bytes (at most PIECE) may be written now: in
-    the segment being filled, or in the next once the copies from it are
-    done. -1 if the target failed."""
+    the segment being filled, or in the next (not LAND_HOLD) once the copies
+    from it are done. -1 if the target failed."""
     seg, fill = s.ctl[LAND_SEG], s.ctl[LAND_FILL]
     if fill + n > PIECE:
         if not issue_copy(s) or (s.lused[seg] != 0 and target_failed(s, s.mark(seg), 10)):
             return -1
         seg = (seg + 1) % LAND_SEGS
+        if seg == s.ctl[LAND_HOLD]:
+            seg = (seg + 1) % LAND_SEGS
         if s.lused[seg] != 0:
             if target_failed(s, s.reached(seg), 10):
                 return -1
             s.lused[seg] = 0
         s.ctl[LAND_SEG] = seg
         fill = 0
-    s.ctl[LAND_FILL] = fill + n
+    s.ctl[LAND_FILL] = min(fill + (n + LAND_ALIGN - 1) // LAND_ALIGN * LAND_ALIGN, PIECE)
     s.lused[seg] = 1
     return seg * PIECE + fill
 
@@ -498,15 +514,24 @@ def land(s, n):
 def land_copy(s, address, at, n):
     """Copy ``n`` bytes landed at ``land[at]`` to ``address`` of the GPU's
     heap: joined to the copy that waits where both continue it (the chunks
-    of one transfer), else after it. False if the target failed."""
-    waiting = s.ctl[COPY_N]
-    if waiting != 0 and s.ctl[COPY_DST] + waiting == address and \
-            s.ctl[COPY_AT] + waiting == at:
-        s.ctl[COPY_N] = waiting + n
-        return True
+    of one transfer: contiguous where they landed alone, one pitch apart
+    where they came in one batch), else after it. False if the target
+    failed."""
+    width, rows = s.ctl[COPY_N], s.ctl[COPY_ROWS]
+    if width != 0 and s.ctl[COPY_DST] + width * rows == address:
+        first, pitch = s.ctl[COPY_AT], s.ctl[COPY_PITCH]
+        if rows == 1 and first + width == at:
+            s.ctl[COPY_N] = width + n
+            s.ctl[COPY_PITCH] = width + n
+            return True
+        if n == width and (at == first + pitch * rows if rows > 1 else at > first + width):
+            s.ctl[COPY_PITCH] = at - first if rows == 1 else pitch
+            s.ctl[COPY_ROWS] = rows + 1
+            return True
     if not issue_copy(s):
         return False
     s.ctl[COPY_DST], s.ctl[COPY_AT], s.ctl[COPY_N] = address, at, n
+    s.ctl[COPY_PITCH], s.ctl[COPY_ROWS] = n, 1
     return True
 
 
@@ -949,17 +974,20 @@ def settle(s, wait):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def serve_batch(s, nbytes, source):
-    """Apply the requests of one REQ batch from ``source`` and queue their
+def serve_batch(s, inbox, first, nbytes, source):
+    """Apply the requests of one REQ batch from ``source`` (``nbytes`` at
+    ``inbox[first]``: the inbox, or a landing segment) and queue their
     answers, in order. False if MPI, the lock or the GPU failed."""
     comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
     at = 0
-    record = s.inbox.view(np.int64)
+    record = inbox.view(np.int64)  # (first is a multiple of 8)
+    batch = inbox[first:first + nbytes]
+    landed_here = inbox.ctypes.data == s.land.ctypes.data
     heap, extent, lockfd = s.heap, s.extent[0], s.ctl[LOCKFD]
     device, base = s.ctl[ON_DEVICE] != 0, s.ctl[HEAP_BASE]
     s.ctl[BATCHES_IN] += 1
-    while at < nbytes:
-        w = at // 8
+    while at + _REQ_BYTES <= nbytes:  # (a record cut short is dropped)
+        w = (first + at) // 8
         rid, code, offset, arg, cond, inline = record[w], record[w + 1], \
             record[w + 2], record[w + 3], record[w + 4], record[w + 5]
         big = (code & FOLLOWS) != 0
@@ -990,8 +1018,8 @@ def serve_batch(s, nbytes, source):
                     at_j = data_at + width * j
                     s.pend[k + j, 0] = base + offset + width * j
                     s.pend[k + j, 1] = _P64 if width == 8 else _P32
-                    s.pend[k + j, 2] = s.inbox[at_j:at_j + 8].view(np.int64)[0] \
-                        if width == 8 else np.int64(s.inbox[at_j:at_j + 4].view(np.uint32)[0])
+                    s.pend[k + j, 2] = batch[at_j:at_j + 8].view(np.int64)[0] \
+                        if width == 8 else np.int64(batch[at_j:at_j + 4].view(np.uint32)[0])
                 else:
                     s.pend[k + j, 0] = base + offset
                     s.pend[k + j, 1] = code
@@ -1023,14 +1051,17 @@ def serve_batch(s, nbytes, source):
         back = 0
         if reason == 0:
             if kind == _PUT and not big and device:
-                landed = land(s, inline)
-                if landed < 0:
-                    return False
-                _move(s.land, landed, s.inbox, data_at, inline)
+                if landed_here:
+                    landed = first + data_at
+                else:
+                    landed = land(s, inline)
+                    if landed < 0:
+                        return False
+                    _move(s.land, landed, inbox, first + data_at, inline)
                 if not land_copy(s, base + offset, landed, inline):
                     return False
             elif kind == _PUT and not big:
-                _move(heap, offset, s.inbox, data_at, inline)
+                _move(heap, offset, inbox, first + data_at, inline)
             elif kind == _GET:
                 back = arg
             elif kind == _ATOMIC or kind == _SIGNAL:
@@ -1144,14 +1175,16 @@ def probe(s, only, inbox):
     found = look(s.iprobe, s.ctl, s.flag, s.status, only)
     if found <= 0:
         return found, 0, 0
-    return take_message(s, inbox)
+    tag, nbytes, source = incoming(s)
+    if tag > 0 and not take_message(s, inbox, 0, tag, nbytes, source):
+        return -1, 0, 0
+    return tag, nbytes, source
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def take_message(s, inbox):
-    """Receive into ``inbox`` the message ``look`` found (its status in
-    ``status``): (tag, bytes, source), or -1 if MPI failed."""
-    comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
+def incoming(s):
+    """The message ``look`` found (its status in ``status``): (tag, bytes,
+    source), or -1 if MPI failed or it is none the loop takes."""
     source, tag = s.status[s.ctl[SOURCE_AT]], s.status[s.ctl[TAG_AT]]
     if s.get_count(s.status.ctypes.data, _arg(s.get_count, 1, s.ctl[BYTE]),
                    s.count.ctypes.data) != 0:
@@ -1164,12 +1197,21 @@ def take_message(s, inbox):
     if tag != TAG_REQ and tag != TAG_ANS:
         s.ctl[FAILED_CALL] = 7
         return -1, 0, 0
-    if s.recv(inbox.ctypes.data, nbytes, byte, source, tag, comm, 0) != 0:
+    return tag, nbytes, source
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def take_message(s, inbox, first, tag, nbytes, source):
+    """Receive the message ``incoming`` described into ``inbox[first]``.
+    False if MPI failed."""
+    comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
+    if s.recv(_arg(s.recv, 0, np.int64(inbox.ctypes.data) + first), nbytes, byte, source, tag,
+              comm, 0) != 0:
         s.ctl[FAILED_CALL] = 2
-        return -1, 0, 0
+        return False
     if s.ctl[TRACING]:
         note(s, RECEIVED, source, tag, 0)
-    return tag, nbytes, source
+    return True
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -1183,15 +1225,33 @@ def receive_answers(s):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def receive(s):
-    """Take the message ``look`` found and act on it: 1, or -1 if MPI
-    failed."""
-    tag, nbytes, source = take_message(s, s.inbox)
+    """Take the message ``look`` found and act on it: 1, or -1 if MPI or the
+    target failed. A batch of requests toward a GPU's heap is received into
+    a landing segment, which holds it while it is served (its puts' data is
+    copied from there)."""
+    tag, nbytes, source = incoming(s)
     if tag < 0:
         return tag
-    if tag == TAG_REQ:
-        ok = serve_batch(s, nbytes, source)
-    else:
-        ok = take_answers(s, s.inbox, nbytes, source)
+    if tag == TAG_ANS:
+        if not take_message(s, s.inbox, 0, tag, nbytes, source):
+            return -1
+        return 1 if take_answers(s, s.inbox, nbytes, source) else -1
+    if s.ctl[ON_DEVICE] == 0:
+        if not take_message(s, s.inbox, 0, tag, nbytes, source):
+            return -1
+        return 1 if serve_batch(s, s.inbox, 0, nbytes, source) else -1
+    at = land(s, nbytes)
+    if at < 0 or not take_message(s, s.land, at, tag, nbytes, source):
+        return -1
+    held = at // PIECE
+    s.ctl[LAND_HOLD] = held
+    ok = serve_batch(s, s.land, at, nbytes, source)
+    s.ctl[LAND_HOLD] = -1
+    if ok and s.ctl[LAND_SEG] != held:
+        # the batch's segment was left while it was served: mark it again, so
+        # that it is written again only once the copies from it asked since
+        # are done
+        ok = issue_copy(s) and not target_failed(s, s.mark(held), 10)
     return 1 if ok else -1
 
 

@@ -26,6 +26,10 @@ def recorder(name):
             stream, count, params, flags = args
             words = np.ctypeslib.as_array((ctypes.c_uint64 * (count * 6)).from_address(params))
             calls.append((name, args, words.reshape(count, 6).copy()))
+        elif name == "cuMemcpy2DAsync_v2":  # (so are a 2D copy's parameters)
+            words = np.ctypeslib.as_array((ctypes.c_uint64 * _target.COPY2D_WORDS)
+                                          .from_address(args[0]))
+            calls.append((name, args, words.copy()))
         else:
             calls.append((name, args, None))
         return query_rc[0] if name == "cuStreamQuery" else 0
@@ -43,8 +47,10 @@ memops = np.zeros((_engine.PEND_MAX, _target.MEMOP_WORDS), np.uint64)
 count = np.zeros(1, np.int64)
 counts = np.zeros(3, np.int64)  # batches each way; writes that may not have landed
 events = np.arange(100, 100 + _engine.LAND_SEGS, dtype=np.uint64)  # (fake handles)
+copy2d, copy2d_where = _target._copy2d_template()
 functions = _target._functions(fake, 7, 9, 1234, count.ctypes.data, memops.ctypes.data,
-                               templates, where, counts.ctypes.data, events.ctypes.data)
+                               templates, where, counts.ctypes.data, events.ctypes.data,
+                               copy2d.ctypes.data, copy2d_where)
 copy_in = _engine.COPY_IN(functions[0].address)
 mark, reached = _engine.MARK(functions[4].address), _engine.MARK(functions[5].address)
 apply = _engine.APPLY(functions[2].address)
@@ -149,9 +155,18 @@ for odd in (signal(MAX, 0x1000, 9), atomic(I64, "add", 0x2000, 1, fetch=1),
 # a copy into the heap is asked for on the stream and not waited for; its bytes may not
 # have landed, so a reduction after it goes to the kernel; the marks are per segment
 del calls[:]
-assert copy_in(0x5000, 0x6000, 4096) == 0 and counts[2] == 1
+assert copy_in(0x5000, 0x6000, 4096, 4096, 1) == 0 and counts[2] == 1
 assert [(name, args) for name, args, _ in calls] == [("cuMemcpyHtoDAsync_v2",
                                                       (0x5000, 0x6000, 4096, 7))], calls
+# runs of a batch's chunks, a pitch apart where they landed: one 2D copy, host to device
+del calls[:]
+assert copy_in(0x5000, 0x6000, 8192, 8240, 3) == 0
+[(name, args, words)] = calls
+assert name == "cuMemcpy2DAsync_v2" and args == (copy2d.ctypes.data, 7), calls
+fields = dict(zip(_target.COPY2D_FIELDS, words[copy2d_where]))
+assert fields == {"srcHost": 0x6000, "srcPitch": 8240, "dstDevice": 0x5000, "dstPitch": 8192,
+                  "WidthInBytes": 8192, "Height": 3}, fields
+assert words[2] == 1 and words[9] == 2  # (memory types: host, device)
 done = run([signal(ADD, 0x1000, 1)])
 assert [name for name, _, _ in done] == ["cuLaunchKernel", "cuStreamSynchronize"], done
 del calls[:]
