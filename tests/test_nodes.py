@@ -126,6 +126,18 @@ def test_a_target_refuses_requests_outside_its_heap_and_goes_on_serving():
     assert sum(bool(re.match(refused.format("iget", "get"), line)) for line in lines) == 1, lines
 
 
+def test_a_batch_toward_a_gpus_heap_is_copied_from_where_it_landed():
+    """The target's loop driven by hand (tests/programs/batch_landing.py): a
+    batch of requests is received into a landing segment; a run of its
+    chunk puts to consecutive offsets is one 2D copy (rows a record header
+    apart), each copy reads the bytes the origin put."""
+    if _ready():
+        pytest.skip(_ready())
+    result = python("batch_landing.py", timeout=120)
+    assert result.returncode == 0 and result.stdout.split() == ["ok"], \
+        result.stdout + result.stderr
+
+
 def test_answers_out_of_order_are_read_against_their_own_requests():
     """The origin's loop driven by hand (tests/programs/answer_order.py): a
     get posted into the slot of a put not yet answered waits in the ring; the

@@ -60,7 +60,7 @@ def rma_chunks(dest_block, dest_warp, source, got_block, shift):
     npes = shmem.n_pes()
     right = (me + 1) % npes
     left = (me - 1 + npes) % npes
-    shmem.put_block(dest_block[shift:], source, right)
+    shmem.put_block(dest_block[shift:], source[:source.size - shift], right)
     if cuda.threadIdx.x >= 64:
         shmem.put_warp(dest_warp, source[shift:], right)
     shmem.quiet()
