@@ -127,10 +127,13 @@ def test_a_target_refuses_requests_outside_its_heap_and_goes_on_serving():
 
 
 def test_a_batch_toward_a_gpus_heap_is_copied_from_where_it_landed():
-    """The target's loop driven by hand (tests/programs/batch_landing.py): a
-    batch of requests is received into a landing segment; a run of its
-    chunk puts to consecutive offsets is one 2D copy (rows a record header
-    apart), each copy reads the bytes the origin put."""
+    """The target's loop driven by hand (tests/programs/batch_landing.py),
+    toward a model GPU whose copies run only when waited for: a batch of
+    requests is received into a landing segment; a run of its chunk puts to
+    consecutive offsets is one 2D copy (rows a record header apart) of the
+    bytes the origin put; an empty batch at a full segment starts the next;
+    batches with puts sent apart among them, round the segments many times,
+    leave the heap as the puts did (no segment written before its copies ran)."""
     if _ready():
         pytest.skip(_ready())
     result = python("batch_landing.py", timeout=120)

@@ -493,7 +493,7 @@ def land(s, n):
     the segment being filled, or in the next (not LAND_HOLD) once the copies
     from it are done. -1 if the target failed."""
     seg, fill = s.ctl[LAND_SEG], s.ctl[LAND_FILL]
-    if fill + n > PIECE:
+    if fill + n > PIECE or fill == PIECE:  # (even nothing starts within a segment)
         if not issue_copy(s) or (s.lused[seg] != 0 and target_failed(s, s.mark(seg), 10)):
             return -1
         seg = (seg + 1) % LAND_SEGS

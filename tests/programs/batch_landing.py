@@ -1,13 +1,21 @@
 """Drive the proxy loop's target side (_transport/_engine.py) by hand, with
-no other PE and a recording target: a batch of requests toward a GPU's heap
-is received into a landing segment, and its puts' data is copied from there,
-a run of chunks (one record header apart) as one 2D copy. Prints ``ok``.
+no other PE, toward a model of a GPU's heap whose copies run only when the
+loop waits for them (``reached``, ``settled``): batches of requests are
+received into landing segments and their puts' data is copied from there,
+a run of chunks (one record header apart) as one 2D copy, and no segment is
+written again before the copies from it have run. Prints ``ok``.
 
-A batch of three 8 KiB puts to consecutive offsets, a put of 99 bytes
-elsewhere, and three more 8 KiB puts goes to this PE itself; the target is
-asked for three copies (rows of 8 KiB at a pitch of 8 KiB and a header, then
-the small one, then the second run), each from the bytes the origin put.
+1. A batch of three 8 KiB puts to consecutive offsets, a put of 99 bytes
+   elsewhere, and three more 8 KiB puts: three copies (rows of 8 KiB at a
+   pitch of 8 KiB and a header, the small one, the second run).
+2. An empty batch when the segment being filled is full: it starts the next
+   segment (it named a fifth segment of four).
+3. Batches of up to 80 chunk puts with puts of up to 1 MiB sent apart
+   (FOLLOWS) among them, enough to go round the segments many times: the
+   heap ends as the puts left it.
 """
+
+import ctypes
 
 import numpy as np
 from mpi4py import MPI
@@ -15,18 +23,52 @@ from mpi4py import MPI
 from numba_shmem._transport import _engine, _ring
 from numba_shmem._transport._mpi_c import MPIC
 
-CHUNK, REQ = _ring.CHUNK, 8 * _engine.REQ_WORDS
-BASE = 1 << 40  # (the heap's address on the fake GPU)
+CHUNK, REQ, PIECE = _ring.CHUNK, 8 * _engine.REQ_WORDS, _engine.PIECE
+BASE = 1 << 40  # (the heap's address on the model GPU)
+HEAP = 16 << 20
 comm = MPI.COMM_SELF.Dup()
-host = np.zeros(_engine.HOST_NBYTES, np.uint8)
-copies = []
+gpu = np.zeros(HEAP, np.uint8)  # the model GPU's heap
+want = np.zeros(HEAP, np.uint8)  # what the puts leave in it
+asked = []  # copies asked for, in order: (offset, n, pitch, rows, the rows' bytes then)
+ran = [0]  # how many of them ran
+events = {}  # segment -> copies asked when it was marked
+marks = []
+
+
+def run_until(k):
+    while ran[0] < k:
+        offset, n, _pitch, rows, _then, src = asked[ran[0]]
+        for row in range(rows):
+            at = src + row * _pitch
+            gpu[offset + row * n:offset + (row + 1) * n] = \
+                np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(at))
+        ran[0] += 1
 
 
 @_engine.COPY_IN
 def copy_in(dst, src, n, pitch, rows):
-    rows_data = [np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint8 * n).from_address(
-        src + row * pitch)).copy() for row in range(rows)]
-    copies.append((dst - BASE, n, pitch, rows, rows_data))
+    then = [np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(src + row * pitch)).copy()
+            for row in range(rows)]
+    asked.append((dst - BASE, n, pitch, rows, then, src))
+    return 0
+
+
+@_engine.MARK
+def mark(k):
+    marks.append(k)
+    events[k] = len(asked)
+    return 0 if 0 <= k < _engine.LAND_SEGS else 1
+
+
+@_engine.MARK
+def reached(k):
+    run_until(events.get(k, 0))
+    return 0 if 0 <= k < _engine.LAND_SEGS else 1
+
+
+@_engine.SETTLED
+def settled():
+    run_until(len(asked))
     return 0
 
 
@@ -34,36 +76,76 @@ def refuse(*args):
     return -1
 
 
-def done(*args):
-    return 0
-
-
-target = _engine.Target(copy_in, _engine.COPY_OUT(refuse), _engine.APPLY(refuse),
-                        _engine.SETTLED(done), _engine.MARK(done), _engine.MARK(done), BASE,
+target = _engine.Target(copy_in, _engine.COPY_OUT(refuse), _engine.APPLY(refuse), settled,
+                        mark, reached, BASE,
                         np.zeros((_engine.PEND_MAX, _engine.PEND_WORDS), np.int64))
-s = _engine.state(MPIC(comm), 1, host, np.zeros(8, np.uint8), np.array([1 << 20]), -1, -1,
-                  target=target)
-
+s = _engine.state(MPIC(comm), 1, np.zeros(_engine.HOST_NBYTES, np.uint8),
+                  np.zeros(8, np.uint8), np.array([HEAP]), -1, -1, target=target)
 rng = np.random.default_rng(3)
-puts = [(k * CHUNK, CHUNK) for k in range(3)] + [(200_001, 99)] \
-    + [(300_000 + k * CHUNK, CHUNK) for k in range(3)]
-data = [rng.integers(0, 256, n, dtype=np.uint8) for _, n in puts]
-batch = bytearray()
-for rid, ((offset, n), d) in enumerate(zip(puts, data)):
-    header = np.array([rid * 2, _ring.code(_ring.PUT), offset, n, 0, n], np.int64)
-    batch += header.tobytes() + d.tobytes() + bytes(_engine.pad(n) - n)
-batch = np.frombuffer(bytes(batch), np.uint8)
-request = comm.Isend([batch, MPI.BYTE], 0, _engine.TAG_REQ)
-while _engine.look(s.iprobe, s.ctl, s.flag, s.status, s.ctl[_engine.ANY_TAG]) <= 0:
-    pass
-assert _engine.receive(s) == 1, s.ctl[_engine.FAILED_CALL]
-request.Wait()
+rid = [0]
 
+
+def send_batch(puts):
+    """Send this PE a batch of ``puts`` ((offset, bytes, sent apart)), with
+    random data, and have the loop take it."""
+    batch, apart, data = bytearray(), [], []
+    for offset, n, big in puts:
+        d = rng.integers(0, 256, n, dtype=np.uint8)
+        want[offset:offset + n] = d
+        data.append(d)
+        code = _ring.code(_ring.PUT) | (_engine.FOLLOWS if big else 0)
+        batch += np.array([rid[0] * 2, code, offset, n, 0, 0 if big else n], np.int64).tobytes()
+        rid[0] += 1
+        if big:
+            apart.append(d)
+        else:
+            batch += d.tobytes() + bytes(_engine.pad(n) - n)
+    requests = [comm.Isend([np.frombuffer(bytes(batch), np.uint8), MPI.BYTE], 0,
+                           _engine.TAG_REQ)]
+    requests += [comm.Isend([d, MPI.BYTE], 0, _engine.TAG_DATA) for d in apart]
+    while _engine.look(s.iprobe, s.ctl, s.flag, s.status, _engine.TAG_REQ) <= 0:
+        pass
+    assert _engine.receive(s) == 1, s.ctl[_engine.FAILED_CALL]
+    MPI.Request.Waitall(requests)
+    return data
+
+
+# 1. runs of chunks as 2D copies, each reading the bytes its puts carried
+puts = [(k * CHUNK, CHUNK, False) for k in range(3)] + [(200_001, 99, False)] \
+    + [(300_000 + k * CHUNK, CHUNK, False) for k in range(3)]
+data = send_batch(puts)
 pitch = REQ + CHUNK
 expected = [(0, CHUNK, pitch, 3, data[0:3]), (200_001, 99, 99, 1, data[3:4]),
             (300_000, CHUNK, pitch, 3, data[4:7])]
-assert [c[:4] for c in copies] == [e[:4] for e in expected], [c[:4] for c in copies]
-for got, want in zip(copies, expected):
-    assert all((a == b).all() for a, b in zip(got[4], want[4])), "a copy read other bytes"
+assert [a[:4] for a in asked] == [e[:4] for e in expected], [a[:4] for a in asked]
+for got, sent in zip(asked, expected):
+    assert all((a == b).all() for a, b in zip(got[4], sent[4])), "a copy read other bytes"
 assert s.ctl[_engine.DEFERRED] == len(puts)  # (answered once the copies are done)
+
+# 2. an empty batch when the segment being filled is full
+s.ctl[_engine.LAND_SEG], s.ctl[_engine.LAND_FILL] = 3, PIECE
+s.lused[3] = 1
+send_batch([])
+assert all(0 <= k < _engine.LAND_SEGS for k in marks) and s.ctl[_engine.LAND_SEG] == 0, marks
+
+# 3. round the segments many times, with puts sent apart among the chunks
+room = HEAP - 2 * PIECE
+offset = 0
+for _ in range(12):
+    puts = []
+    for _ in range(int(rng.integers(20, 80))):
+        puts.append((offset, CHUNK, False))
+        offset = (offset + CHUNK) % room
+    for _ in range(int(rng.integers(0, 3))):
+        n = int(rng.integers(1, PIECE))
+        puts.append((offset, n, True))
+        offset = (offset + n) % room
+        for _ in range(int(rng.integers(1, 15))):
+            puts.append((offset, CHUNK, False))
+            offset = (offset + CHUNK) % room
+    send_batch(puts)
+settled()
+wrong = int((gpu != want).sum())
+assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
+assert any(a[3] > 1 for a in asked[3:]), "no run of chunks went as one 2D copy"
 print("ok")
