@@ -1,6 +1,7 @@
 """Shared fixtures: jobs through the real launcher with a hard timeout, skips
 with reasons, hypothesis profiles."""
 
+import contextlib
 import os
 import shutil
 import signal
@@ -164,12 +165,12 @@ def mpiexec_job(npes, *command, env=None):
     return [mpiexec(), *flags, "-n", str(npes), *map(str, command)], {**base, **(env or {})}
 
 
-@pytest.fixture(scope="session")
-def mpi_gpu_env():
+@contextlib.contextmanager
+def _mps_env():
     """What an mpiexec job's environment adds so that its PEs share this
-    machine's GPU at once: a private MPS daemon's directories, for the
-    session (shmem-run starts one of its own; mpiexec does not). Without one,
-    PEs on one GPU time-slice (4.5 ms a round trip). {} on the simulator."""
+    machine's GPU at once: a private MPS daemon's directories (shmem-run
+    starts one of its own; mpiexec does not). Without one, PEs on one GPU
+    time-slice (4.5 ms a round trip). {} on the simulator."""
     import tempfile
 
     from shmem_run._gpus import mps_control
@@ -186,3 +187,19 @@ def mpi_gpu_env():
             yield dict(daemon.env)
         finally:
             daemon.stop()
+
+
+@pytest.fixture
+def mpi_gpu_env():
+    """``_mps_env`` for one test: a daemon of its own, as shmem-run gives each
+    job (a kernel that stops on purpose makes its MPS server fail every
+    client, those of the jobs after it included)."""
+    with _mps_env() as env:
+        yield env
+
+
+@pytest.fixture(scope="module")
+def mpi_gpu_env_module():
+    """``_mps_env`` for a module's long-lived PEs."""
+    with _mps_env() as env:
+        yield env

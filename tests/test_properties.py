@@ -35,15 +35,15 @@ def _nodes_ready():
 
 
 @pytest.fixture(scope="module", params=[2, 4, "nodes"], ids=["2pes", "4pes", "4pes-2nodes"])
-def group(request, mpi_gpu_env):
+def group(request, mpi_gpu_env_module):
     """2 or 4 PEs on one node; or 4 PEs in 2 emulated nodes under mpiexec, each
     with a neighbour reached directly and two through the proxy (on the GPU,
-    sharing it through the session's MPS daemon)."""
+    sharing it through the module's MPS daemon)."""
     env = {"NUMBA_SHMEM_WAIT_TIMEOUT": "60", "NUMBA_SHMEM_HEAP_SIZE": "64M"}
     if request.param == "nodes":
         if _nodes_ready():
             pytest.skip(_nodes_ready())
-        pes = PEGroup(4, env={**env, **mpi_gpu_env}, node_size=2)
+        pes = PEGroup(4, env={**env, **mpi_gpu_env_module}, node_size=2)
     else:
         pes = PEGroup(request.param, env=env)
     yield pes

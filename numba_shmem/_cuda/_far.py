@@ -107,27 +107,31 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
                       + _serial_copy("near_at + at", "stage_at", "n", smallest) + _GIVE_BACK)
         return (head + "c = start\n"
                 "while c * RING_CHUNK < total:\n" + _indent(chunk, 1) + "    c += stride\n")
-    # the group takes one ticket for each chunk at once, so that the ring holds
+    # The group takes one ticket for each chunk at once, so that the ring holds
     # the chunks in order (the target joins their copies into one), whichever
-    # warp posts each first
+    # warp posts each first. Only once every thread of the group is here: a
+    # thread still in a quiet before this call would wait for the tickets
+    # taken, which are published only once it has come (a deadlock on the GPU).
+    # (And every thread has read the first ticket before the next call takes.)
     count = "nchunks = (total + RING_CHUNK - 1) // RING_CHUNK\n"
     if scope == "_warp":  # (lanes and mask come from the scope's set-up)
         tickets = (count + "warp = 0\nnwarps = 1\nfirst_t = 0\n"
+                   "cuda.syncwarp(mask)\n"
                    "if cuda.laneid == 0 and nchunks > 0:\n"
                    "    first_t = _ring_claim_many(nchunks)\n"
                    "first_t = cuda.shfl_sync(mask, first_t, 0)\n")
-    else:  # (every thread reads the first ticket before the next call takes one)
+    else:
         tickets = (count
                    + f"lanes = min(32, {_BLOCK_SIZE} - ({_BLOCK_RANK} - cuda.laneid))\n"
                    "mask = -1 if lanes == 32 else (1 << lanes) - 1\n"
                    f"warp = {_BLOCK_RANK} >> 5\n"
                    f"nwarps = ({_BLOCK_SIZE} + 31) >> 5\n"
                    "first_at = cuda.shared.array(1, _int64)\n"
+                   "cuda.syncthreads()\n"
                    "if warp == 0 and cuda.laneid == 0 and nchunks > 0:\n"
                    "    first_at[0] = _ring_claim_many(nchunks)\n"
                    "cuda.syncthreads()\n"
-                   "first_t = first_at[0]\n"
-                   "cuda.syncthreads()\n")
+                   "first_t = first_at[0]\n")
     # the group copy, this lane of the warp's lanes, in names of its own (the
     # caller's start, stride, dst, ... stay as they are)
     between = ("w_dst = {dst}\nw_src = {src}\nw_nbytes = n\nw_start = cuda.laneid\n"
