@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import (BACKEND, ROOT, mpiexec, mpiexec_job, nshmem_dirs, python, run_hard,
+from conftest import (BACKEND, ROOT, mpiexec, mpiexec_job, nshmem_dirs, run_hard,
                       shm_entries, shm_left)
 
 pytestmark = pytest.mark.mpi
