@@ -22,6 +22,13 @@ settings.register_profile("thorough", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The tests marked ``long`` first (otherwise in order): under pytest-xdist
+    they start at once on different workers instead of last on one."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def _gpus():
     from shmem_run import _gpus
 

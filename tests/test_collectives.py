@@ -8,6 +8,7 @@ import pytest
 from conftest import needs_gpu, python, shmem_run
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("npes,mode", [(2, "device"), (4, "device"), (2, "host"), (4, "host"),
                                        (2, "host_errors"), (4, "host_errors")])
 def test_every_collective_on_the_world_and_on_a_subteam(npes, mode):

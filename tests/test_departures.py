@@ -16,6 +16,7 @@ from conftest import BACKEND, ROOT, _clean_env, needs_gpu, shm_entries, shmem_ru
 PROGRAM = "departures.py"
 
 
+@pytest.mark.long
 def test_the_verdict_names_the_pe_that_left_first_every_time():
     """PE 2 exits 3 while PEs 0, 1 and 3 wait in barrier_all: they fail because
     of it, and shmem-run must name PE 2 and exit 3, not whichever failure it

@@ -354,6 +354,7 @@ def test_debug_mode_refuses_a_transfer_past_the_symmetric_array(scenario, messag
         result.stdout + result.stderr
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("npes", [2, 3])
 def test_warp_and_block_transfers_move_every_element(npes):
     """Before, on the GPU: put_warp of 1,024 int32 from a 16-thread block copied
