@@ -172,6 +172,21 @@ def mpiexec_job(npes, *command, env=None):
     return [mpiexec(), *flags, "-n", str(npes), *map(str, command)], {**base, **(env or {})}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _engine_compiled():
+    """The compiled proxy's loop in numba's cache before the first job needs
+    it (tests/programs/warm_engine.py; nothing where MPI is missing)."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return
+    if mpiexec() is None:
+        return
+    argv, env = mpiexec_job(1, sys.executable, PROGRAMS / "warm_engine.py")
+    result = run_hard(argv, 600, env)
+    assert "ok" in result.stdout.split(), result.stdout + result.stderr
+
+
 @contextlib.contextmanager
 def _mps_env():
     """What an mpiexec job's environment adds so that its PEs share this
