@@ -976,13 +976,13 @@ def settle(s, wait):
 @njit(nogil=True, cache=True, _nrt=False)
 def serve_batch(s, inbox, first, nbytes, source):
     """Apply the requests of one REQ batch from ``source`` (``nbytes`` at
-    ``inbox[first]``: the inbox, or a landing segment) and queue their
-    answers, in order. False if MPI, the lock or the GPU failed."""
+    ``inbox[first]``: the inbox, or toward a GPU's heap ``land``, where its
+    puts' data is copied from) and queue their answers, in order. False if
+    MPI, the lock or the GPU failed."""
     comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
     at = 0
     record = inbox.view(np.int64)  # (first is a multiple of 8)
     batch = inbox[first:first + nbytes]
-    landed_here = inbox.ctypes.data == s.land.ctypes.data
     heap, extent, lockfd = s.heap, s.extent[0], s.ctl[LOCKFD]
     device, base = s.ctl[ON_DEVICE] != 0, s.ctl[HEAP_BASE]
     s.ctl[BATCHES_IN] += 1
@@ -1051,14 +1051,7 @@ def serve_batch(s, inbox, first, nbytes, source):
         back = 0
         if reason == 0:
             if kind == _PUT and not big and device:
-                if landed_here:
-                    landed = first + data_at
-                else:
-                    landed = land(s, inline)
-                    if landed < 0:
-                        return False
-                    _move(s.land, landed, inbox, first + data_at, inline)
-                if not land_copy(s, base + offset, landed, inline):
+                if not land_copy(s, base + offset, first + data_at, inline):
                     return False
             elif kind == _PUT and not big:
                 _move(heap, offset, inbox, first + data_at, inline)
@@ -1232,13 +1225,11 @@ def receive(s):
     tag, nbytes, source = incoming(s)
     if tag < 0:
         return tag
-    if tag == TAG_ANS:
+    if tag == TAG_ANS or s.ctl[ON_DEVICE] == 0:
         if not take_message(s, s.inbox, 0, tag, nbytes, source):
             return -1
-        return 1 if take_answers(s, s.inbox, nbytes, source) else -1
-    if s.ctl[ON_DEVICE] == 0:
-        if not take_message(s, s.inbox, 0, tag, nbytes, source):
-            return -1
+        if tag == TAG_ANS:
+            return 1 if take_answers(s, s.inbox, nbytes, source) else -1
         return 1 if serve_batch(s, s.inbox, 0, nbytes, source) else -1
     at = land(s, nbytes)
     if at < 0 or not take_message(s, s.land, at, tag, nbytes, source):
