@@ -172,15 +172,20 @@ def mpiexec_job(npes, *command, env=None):
     return [mpiexec(), *flags, "-n", str(npes), *map(str, command)], {**base, **(env or {})}
 
 
+def mpi_missing():
+    """Why jobs under mpiexec cannot run here, or None."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return "mpi4py is not installed (pip install 'numba-shmem[mpi]')"
+    return None if mpiexec() else "no mpiexec on PATH"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _engine_compiled():
     """The compiled proxy's loop in numba's cache before the first job needs
     it (tests/programs/warm_engine.py; nothing where MPI is missing)."""
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return
-    if mpiexec() is None:
+    if mpi_missing():
         return
     argv, env = mpiexec_job(1, sys.executable, PROGRAMS / "warm_engine.py")
     result = run_hard(argv, 600, env)

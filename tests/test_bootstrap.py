@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from conftest import (ROOT, _FOREIGN_RANKS, mpiexec, mpiexec_job, run_hard, shm_entries,
-                      shm_left)
+from conftest import (ROOT, _FOREIGN_RANKS, mpi_missing, mpiexec_job, run_hard,
+                      shm_entries, shm_left)
 from numba_shmem import ShmemBootstrapError, ShmemUsageError
 from numba_shmem._bootstrap import FOREIGN_LAUNCHERS, _wire, start
 from numba_shmem._bootstrap._launcher import LauncherBootstrap
@@ -119,18 +119,8 @@ def test_wire_reports_a_closed_peer():
     b.close()
 
 
-def _mpi_ready():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return "mpi4py is not installed (pip install 'numba-shmem[mpi]')"
-    if mpiexec() is None:
-        return "no mpiexec on PATH"
-    return None
-
-
 @pytest.mark.mpi
-@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+@pytest.mark.skipif(mpi_missing() is not None, reason=str(mpi_missing()))
 @pytest.mark.parametrize("npes", [2, 3])
 def test_ring_under_mpiexec(npes):
     before = shm_entries()
@@ -144,7 +134,7 @@ def test_ring_under_mpiexec(npes):
 
 
 @pytest.mark.mpi
-@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+@pytest.mark.skipif(mpi_missing() is not None, reason=str(mpi_missing()))
 def test_teams_under_mpiexec():
     """Team collectives use MPI communicators of the members only."""
     argv, env = mpiexec_job(4, sys.executable, ROOT / "tests/programs/teams.py", 5,
@@ -163,7 +153,7 @@ def _mpiexec(npes, program, env=None, timeout=180):
 
 
 @pytest.mark.mpi
-@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+@pytest.mark.skipif(mpi_missing() is not None, reason=str(mpi_missing()))
 def test_strangers_on_the_mpi_descriptor_sockets_are_dropped():
     """Before: the sockets were abstract (open to every local user); a silent
     connection hung both ranks, a wrong secret aborted the job."""
@@ -175,7 +165,7 @@ def test_strangers_on_the_mpi_descriptor_sockets_are_dropped():
 
 
 @pytest.mark.mpi
-@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+@pytest.mark.skipif(mpi_missing() is not None, reason=str(mpi_missing()))
 def test_a_long_tmpdir_keeps_the_mpi_sockets_short(tmp_path):
     """A socket's path must fit in 108 bytes. Before: init() failed with
     ``OSError: AF_UNIX path too long`` under a TMPDIR of 100 characters."""
@@ -193,7 +183,7 @@ def test_a_long_tmpdir_keeps_the_mpi_sockets_short(tmp_path):
 
 
 @pytest.mark.mpi
-@pytest.mark.skipif(_mpi_ready() is not None, reason=str(_mpi_ready()))
+@pytest.mark.skipif(mpi_missing() is not None, reason=str(mpi_missing()))
 def test_two_jobs_on_halves_of_an_mpi_world():
     """shmem.init(comm=...): the even and the odd ranks of four run a job each."""
     result = _mpiexec(4, ["mpi_bootstrap.py", "split"])

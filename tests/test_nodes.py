@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from conftest import (BACKEND, ROOT, mpiexec, mpiexec_job, nshmem_dirs, run_hard,
-                      shm_entries, shm_left)
+from conftest import (BACKEND, ROOT, mpi_missing, mpiexec_job, nshmem_dirs,
+                      run_hard, shm_entries, shm_left)
 
 pytestmark = pytest.mark.mpi
 
@@ -26,21 +26,13 @@ def _one_gpu_shared(mpi_gpu_env):
     _JOB_ENV.clear()
 
 
-def _ready():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return "mpi4py is not installed (pip install 'numba-shmem[mpi]')"
-    return None if mpiexec() else "no mpiexec on PATH"
-
-
 def nodes_run(npes, node_size, program, *args, timeout=300, env=None, succeed=True, cpus=None):
     """``program`` (under tests/programs, or a path from the root) on ``npes``
     ranks in emulated nodes of ``node_size``; it must exit 0 (with ``succeed``)
     or not, and leave nothing in /dev/shm either way. ``cpus``: the CPUs
     every rank may run on (taskset's list), if not all."""
-    if _ready():
-        pytest.skip(_ready())
+    if mpi_missing():
+        pytest.skip(mpi_missing())
     path = ROOT / program if "/" in program else ROOT / "tests/programs" / program
     argv, env = mpiexec_job(npes, sys.executable, path, *args, env={
         "NUMBA_SHMEM_NODE_SIZE": str(node_size), "NUMBA_SHMEM_WAIT_TIMEOUT": "120",

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import mpiexec
+from conftest import mpi_missing
 from harness import PEGroup
 
 THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
@@ -25,15 +25,6 @@ def examples(n):
     return settings(max_examples=n * 5 if THOROUGH else n, deadline=None)
 
 
-def _nodes_ready():
-    """Why the emulated-nodes group cannot run here, or None."""
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return "mpi4py is not installed (pip install 'numba-shmem[mpi]')"
-    return None if mpiexec() else "no mpiexec on PATH"
-
-
 @pytest.fixture(scope="module", params=[2, 4, "nodes"], ids=["2pes", "4pes", "4pes-2nodes"])
 def group(request, mpi_gpu_env_module):
     """2 or 4 PEs on one node; or 4 PEs in 2 emulated nodes under mpiexec, each
@@ -41,8 +32,8 @@ def group(request, mpi_gpu_env_module):
     sharing it through the module's MPS daemon)."""
     env = {"NUMBA_SHMEM_WAIT_TIMEOUT": "60", "NUMBA_SHMEM_HEAP_SIZE": "64M"}
     if request.param == "nodes":
-        if _nodes_ready():
-            pytest.skip(_nodes_ready())
+        if mpi_missing():
+            pytest.skip(mpi_missing())
         pes = PEGroup(4, env={**env, **mpi_gpu_env_module}, node_size=2)
     else:
         pes = PEGroup(request.param, env=env)
