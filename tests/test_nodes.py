@@ -134,6 +134,18 @@ def test_a_batch_toward_a_gpus_heap_is_copied_from_where_it_landed():
     assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)
 
 
+def test_chunks_of_one_transfer_go_as_runs_sent_from_the_ring():
+    """The origin's loop driven by hand (tests/programs/ring_runs.py): a
+    kernel's chunk puts of one transfer go as runs of up to RUN_MAX chunks,
+    each one request whose data MPI sends from the ring (slots given back
+    once sent), ending at the ring's end, a gap, another PE, a short chunk or
+    an unanswered slot, and at a host put's ORDER (the host's request goes
+    between); a run partly past the heap is refused whole and answered."""
+    # (under mpiexec: Open MPI 4 starts no MPI in a plain process without an ssh agent)
+    result = nodes_run(1, 1, "ring_runs.py", timeout=120)
+    assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)
+
+
 def test_answers_out_of_order_are_read_against_their_own_requests():
     """The origin's loop driven by hand (tests/programs/answer_order.py): a
     get posted into the slot of a put not yet answered waits in the ring; the

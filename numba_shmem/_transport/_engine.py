@@ -23,7 +23,10 @@ Messages, on the proxies' own communicator:
   cond, inline bytes), and their inline data, padded to 8 bytes. ``rid`` is
   the origin's ticket times 2, plus 1 for the GPU's ring. A host put sent from
   its caller's memory (ADDR) is FOLLOWS: its data is the next DATA message,
-  received straight into the heap.
+  received straight into the heap. So is a run of the GPU's chunk puts (the
+  chunks of one transfer, in consecutive slots, toward consecutive offsets
+  of one PE): one record for all, its data sent from the ring's staging,
+  whose slots are given back once MPI has sent it.
 - ANS: a batch of answer records, four int64 each (rid, status, value, inline
   bytes), and a get's data; a get larger than a slot's staging is FOLLOWS.
 - DATA: the data of FOLLOWS records, in record order (a tag for the data of
@@ -73,6 +76,8 @@ DATA_SENDS = BUFFERS * FOLLOW_MAX
 FOLLOWS = 1 << 32
 #: the most bytes one request moves (a larger transfer is several requests)
 PIECE = 1 << 20
+#: the most GPU tickets one run of chunk puts joins
+RUN_MAX = PIECE // _ring.CHUNK
 #: at most this many requests are taken from the rings between two looks at MPI
 TAKE = 256
 #: puts toward a GPU's heap land in pinned host memory of this many PIECE-byte
@@ -89,8 +94,8 @@ ADDR, ORDER = 6, 7
 #: what the loop keeps of a request it took, by slot, for its answer (the slot
 #: of a request that fetches nothing is given back when it is taken, and its
 #: descriptor may be another's by the time the answer comes): code, PE,
-#: offset, bytes asked, ADDR
-TAKEN_WORDS = 5
+#: offset, bytes asked, ADDR, and the tickets its record answers for (a run's)
+TAKEN_WORDS = 6
 #: the host ring: the GPU ring's layout, then a STATUS word per slot
 STATUS = _ring.NBYTES
 HOST_NBYTES = STATUS + 8 * _ring.SLOTS
@@ -175,7 +180,7 @@ State = collections.namedtuple("State", [
     "count", "status", "pollfd", "timeout",
     "host", "hw", "hstate", "htaken", "gpu", "gw", "gstate", "gtaken",
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
-    "nfollow", "dreq", "dticket", "dstate", "inbox", "inbox2", "drop", "land", "lused",
+    "nfollow", "dreq", "dticket", "drun", "dstate", "inbox", "inbox2", "drop", "land", "lused",
     "heap", "extent",
     "refusals", "trace"])
 
@@ -246,9 +251,10 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
         bpeer=np.zeros(BUFFERS, np.int64),
         btag=np.zeros(BUFFERS, np.int64), breq=np.zeros(BUFFERS, np.int64),
         openb=np.full((max(npes, 1), 2), -1, np.int64),
-        follows=np.zeros((BUFFERS, FOLLOW_MAX, 3), np.int64),
+        follows=np.zeros((BUFFERS, FOLLOW_MAX, 4), np.int64),
         nfollow=np.zeros(BUFFERS, np.int64), dreq=np.zeros(DATA_SENDS, np.int64),
-        dticket=np.zeros(DATA_SENDS, np.int64), dstate=np.zeros(DATA_SENDS, np.int64),
+        dticket=np.zeros(DATA_SENDS, np.int64), drun=np.zeros(DATA_SENDS, np.int64),
+        dstate=np.zeros(DATA_SENDS, np.int64),
         inbox=np.zeros(BATCH, np.uint8), inbox2=np.zeros(BATCH, np.uint8),
         drop=np.zeros(PIECE, np.uint8),
         land=np.zeros(LAND_SEGS * PIECE if ctl[ON_DEVICE] else 8, np.uint8),
@@ -700,7 +706,7 @@ def send_buffer(s, b):
     s.openb[pe, tag - TAG_REQ] = -1
     d = 0
     for j in range(s.nfollow[b]):
-        while s.dstate[d] != 0:  # (there is one: DATA_SENDS covers every buffer's)
+        while s.dstate[d] != 0:  # (there is one: data_queued stays below DATA_SENDS)
             d += 1
         data_tag = TAG_DATA if tag == TAG_REQ else TAG_ANS_DATA
         if s.isend(_arg(s.isend, 0, s.follows[b, j, 0]), s.follows[b, j, 1], byte, pe,
@@ -710,6 +716,7 @@ def send_buffer(s, b):
         s.dstate[d] = 1
         s.ctl[DATA_IN_FLIGHT] += 1
         s.dticket[d] = s.follows[b, j, 2]
+        s.drun[d] = s.follows[b, j, 3]
     s.nfollow[b] = 0
     return True
 
@@ -724,9 +731,20 @@ def flush(s):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
+def data_queued(s):
+    """DATA messages in flight or to be sent with the buffers being filled."""
+    n = s.ctl[DATA_IN_FLIGHT]
+    for b in range(BUFFERS):
+        if s.bstate[b] == 1:
+            n += s.nfollow[b]
+    return n
+
+
+@njit(nogil=True, cache=True, _nrt=False)
 def reap(s):
     """Free what MPI is done sending (a host put sent from its caller's
-    memory is then done with it: DONE); how many, or -1 if MPI failed."""
+    memory is then done with it: DONE; a run of the GPU's chunks gives its
+    slots back: FREE); how many, or -1 if MPI failed."""
     freed = 0
     left = s.ctl[IN_FLIGHT]
     for b in range(BUFFERS):
@@ -753,8 +771,12 @@ def reap(s):
             if s.flag[0]:
                 s.dstate[d] = 0
                 s.ctl[DATA_IN_FLIGHT] -= 1
-                ticket = s.dticket[d]
-                if ticket >= 0:
+                ticket, run = s.dticket[d], s.drun[d]
+                if run > 0:
+                    _fence()
+                    for t in range(ticket, ticket + run):
+                        s.gw[_FREE_AT + t % _SLOTS] = t + _SLOTS
+                elif ticket >= 0:
                     _fence()
                     s.hw[_DONE_AT + ticket % _SLOTS] = ticket + 1
                 freed += 1
@@ -777,9 +799,40 @@ def published(words, ticket):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def forward(s, gpu, ticket):
-    """Put ring ``gpu``'s ticket into its target's batch. 1 if it went, 0 if
-    no buffer had room (it stays in the ring), -1 if MPI failed."""
+def run_of(s, ticket):
+    """How many of the GPU's tickets from ``ticket`` on are one run: chunk
+    puts (CHUNK bytes each, the last one may be shorter) published in
+    consecutive slots (up to the ring's end, at most RUN_MAX), toward one PE
+    and offsets each a CHUNK past the one before; 1 if none follows."""
+    words = s.gw
+    slot = ticket % _SLOTS
+    d = slot * _DESC
+    if words[d + 1] != _PUT or words[d + 4] != _CHUNK:
+        return 1
+    pe, offset = words[d + 2], words[d + 3]
+    n = 1
+    limit = min(RUN_MAX, _SLOTS - slot)
+    while n < limit:
+        t = ticket + n
+        if not published(words, t) or s.gstate[t % _SLOTS] != 0:
+            break
+        e = (t % _SLOTS) * _DESC
+        if words[e + 1] != _PUT or words[e + 2] != pe or words[e + 3] != offset + n * _CHUNK:
+            break
+        nbytes = words[e + 4]
+        if nbytes <= 0 or nbytes > _CHUNK:
+            break
+        n += 1
+        if nbytes < _CHUNK:
+            break
+    return n
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def forward(s, gpu, ticket, run):
+    """Put ring ``gpu``'s ticket (with the GPU's: and the ``run`` - 1 after
+    it, ``run_of``) into its target's batch. 1 if it went, 0 if no buffer had
+    room (it stays in the ring), -1 if MPI failed."""
     ring, words, outstanding, kept = (s.gpu, s.gw, s.gstate, s.gtaken) if gpu else \
         (s.host, s.hw, s.hstate, s.htaken)
     slot = ticket % _SLOTS
@@ -794,11 +847,20 @@ def forward(s, gpu, ticket):
     kind = code & 255
     inline = 0
     big = False
-    if kind == _PUT:
+    address = 0
+    if kind == _PUT and run > 1:  # from the ring's staging, in place
+        last = words[((ticket + run - 1) % _SLOTS) * _DESC + 4]
+        arg = (run - 1) * _CHUNK + last
+        big = True
+        address = np.int64(ring.ctypes.data) + _STAGING + slot * _CHUNK
+    elif kind == _PUT:
         if gpu or words[d + ADDR] == 0:  # staged in the slot
             inline = arg
         else:  # from the caller's memory
             big = True
+            address = words[d + ADDR]
+    if big and data_queued(s) >= DATA_SENDS // 2:  # (the other half: answers' data)
+        return 0
     # the answers of one batch of requests fit in one batch of answers
     answers = _ANS_BYTES + (pad(arg) if kind == _GET and arg <= _CHUNK else 0)
     b = open_buffer(s, pe, TAG_REQ, _REQ_BYTES + pad(inline), answers)
@@ -820,16 +882,19 @@ def forward(s, gpu, ticket):
         start = _STAGING + slot * _CHUNK
         _move(s.pool[b], at + _REQ_BYTES, ring, start, inline)
     s.fill[b] = at + _REQ_BYTES + pad(inline)
-    outstanding[slot] = ticket + 1
+    for t in range(ticket, ticket + run):
+        outstanding[t % _SLOTS] = t + 1
     kept[slot, 0], kept[slot, 1], kept[slot, 2], kept[slot, 3] = code, pe, offset, arg
     kept[slot, 4] = words[d + ADDR] if not gpu else 0
+    kept[slot, 5] = run
     if s.ctl[TRACING]:
         note(s, TAKEN, record[w], pe, 0)
     if big:
         n = s.nfollow[b]
-        s.follows[b, n, 0] = words[d + ADDR]
+        s.follows[b, n, 0] = address
         s.follows[b, n, 1] = arg
         s.follows[b, n, 2] = ticket
+        s.follows[b, n, 3] = run if gpu else 0  # (a run's slots: free once sent)
         s.nfollow[b] = n + 1
     elif not fetches(code):
         _fence()
@@ -858,13 +923,21 @@ def drain(s):
             if not gpu_ready:  # (it is published: ORDER saw it; read again next time)
                 break
         if host_ready and not (gpu_ready and gpu_next < order):
-            went = forward(s, False, host_next)
+            went = forward(s, False, host_next, 1)
             if went == 1:
                 s.ctl[HOST_NEXT] = host_next + 1
         elif gpu_ready:
-            went = forward(s, True, gpu_next)
+            run = run_of(s, gpu_next)
+            if run > 1 and published(s.hw, host_next):
+                # a host ticket published meanwhile goes before the GPU's
+                # tickets from its ORDER on (those were not published when
+                # it was posted)
+                order = s.hw[(host_next % _SLOTS) * _DESC + ORDER]
+                if gpu_next < order < gpu_next + run:
+                    run = order - gpu_next
+            went = forward(s, True, gpu_next, run)
             if went == 1:
-                s.ctl[GPU_NEXT] = gpu_next + 1
+                s.ctl[GPU_NEXT] = gpu_next + run
         else:
             break
         if went < 0:
@@ -884,6 +957,11 @@ def answer(s, source, rid, reason, value, back, offset):
     applied), value, and for a get the ``back`` bytes from ``offset`` of the
     heap. False if MPI or a copy out of a GPU's heap failed."""
     inline_back = back if back <= _CHUNK else 0
+    while back > _CHUNK and data_queued(s) >= DATA_SENDS:
+        # its data would find no DATA send free: wait for one (taking the
+        # answers other PEs send meanwhile, as below)
+        if not flush(s) or reap(s) < 0 or receive_answers(s) < 0:
+            return False
     b = open_buffer(s, source, TAG_ANS, _ANS_BYTES + pad(inline_back), 0)
     while b == -1:
         # every answer buffer is taken: send those being filled for other PEs
@@ -921,6 +999,7 @@ def answer(s, source, rid, reason, value, back, offset):
         s.follows[b, n, 0] = np.int64(s.heap.ctypes.data + np.uint64(offset))
         s.follows[b, n, 1] = back
         s.follows[b, n, 2] = -1
+        s.follows[b, n, 3] = 0
         s.nfollow[b] = n + 1
     return True
 
@@ -1136,7 +1215,8 @@ def take_answers(s, inbox, nbytes, source):
                 words[_ANSWER_AT + slot] = value if reason == 0 or not gpu else 0
             _fence()
             words[_DONE_AT + slot] = ticket + 1
-        outstanding[slot] = -(ticket + 1)  # answered
+        for t in range(ticket, ticket + kept[slot, 5]):  # answered (a run: all of it)
+            outstanding[t % _SLOTS] = -(t + 1)
         first = words[_COMPLETE_AT]  # COMPLETE: the first ticket not answered
         while outstanding[first % _SLOTS] == -(first + 1):
             outstanding[first % _SLOTS] = 0

@@ -45,7 +45,7 @@ def answer(*tickets):
 
 for t in range(SLOTS):
     post(t, _ring.PUT, 8)
-    _engine.forward(s, True, t)  # (as drain takes it; the slot is given back)
+    _engine.forward(s, True, t, 1)  # (as drain takes it; the slot is given back)
 s.ctl[_engine.GPU_NEXT] = SLOTS
 post(SLOTS, _ring.GET, 8)  # into ticket 0's slot, ticket 0 not answered
 assert _engine.drain(s) == 0, "took a ticket whose slot's request is not answered"

@@ -1,0 +1,157 @@
+"""Drive the proxy loop's origin side (_transport/_engine.py) by hand, one PE
+sending to itself: the GPU's chunk puts of one transfer go as runs, one
+request whose data is sent from the ring's staging in place. Prints ``ok``.
+
+1. A transfer of 300 chunks and 100 bytes more: three requests (128, 128 and
+   the 45 left, the short last chunk ending its run); the slots of a run are
+   given back only once MPI has sent its data; the heap holds what was put.
+2. A transfer across the ring's end: a run stops there (two requests).
+3. A gap between offsets, another PE, a put that is not a whole chunk (it
+   ends its run), an unanswered slot: each ends a run.
+4. A host put posted while a kernel's chunks were being published, its ORDER
+   in the middle of them: the run stops at ORDER and the host's request goes
+   between the two parts, as ordered.
+5. A run partly past the end of the target's heap is refused whole (one
+   refusal record), and its tickets are all answered (COMPLETE passes them).
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+from numba_shmem._transport import _engine, _ring
+from numba_shmem._transport._mpi_c import MPIC
+
+SLOTS, CHUNK = _ring.SLOTS, _ring.CHUNK
+comm = MPI.COMM_SELF.Dup()
+host = np.zeros(_engine.HOST_NBYTES, np.uint8)
+host.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
+gpu = np.zeros(_ring.NBYTES, np.uint8)
+gpu.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
+HEAP = 8 << 20
+heap = np.zeros(HEAP, np.uint8)
+want = np.zeros(HEAP, np.uint8)
+s = _engine.state(MPIC(comm), 1, host, heap, np.array([HEAP]), -1, -1, gpu)
+s.ctl[_engine.STOP] = 1  # (serve returns once it has nothing left to do)
+s.ctl[_engine.TRACING] = 1
+gw, hw = s.gw, s.hw
+rng = np.random.default_rng(5)
+tickets = [0, 0]  # the next GPU and host tickets
+
+
+def post_gpu(pe, offset, nbytes):
+    """A kernel's chunk put of ``nbytes`` random bytes (remembered in ``want``)."""
+    t = tickets[0]
+    slot = t % SLOTS
+    assert gw[_ring.FREE // 8 + slot] == t, f"slot {slot} is not free for ticket {t}"
+    data = rng.integers(0, 256, nbytes, dtype=np.uint8)
+    gpu[_ring.STAGING + slot * CHUNK:_ring.STAGING + slot * CHUNK + nbytes] = data
+    if offset + nbytes <= HEAP:
+        want[offset:offset + nbytes] = data
+    d = slot * 8
+    gw[d + 1], gw[d + 2], gw[d + 3], gw[d + 4] = _ring.code(_ring.PUT), pe, offset, nbytes
+    gw[d] = t + 1  # SEQ: published
+    tickets[0] = t + 1
+
+
+def post_host(offset, nbytes, order):
+    """A host put staged in its slot, posted when the kernel's ``order``th
+    ticket was the first not yet published."""
+    t = tickets[1]
+    slot = t % SLOTS
+    data = rng.integers(0, 256, nbytes, dtype=np.uint8)
+    host[_ring.STAGING + slot * CHUNK:_ring.STAGING + slot * CHUNK + nbytes] = data
+    want[offset:offset + nbytes] = data
+    d = slot * 8
+    hw[d + 1], hw[d + 2], hw[d + 3], hw[d + 4] = _ring.code(_ring.PUT), 0, offset, nbytes
+    hw[d + _engine.ADDR], hw[d + _engine.ORDER] = 0, order
+    hw[d] = t + 1
+    tickets[1] = t + 1
+
+
+def transfer(offset, nbytes):
+    for at in range(0, nbytes, CHUNK):
+        post_gpu(0, offset + at, min(CHUNK, nbytes - at))
+
+
+def taken():
+    """The requests taken since the last call, as (GPU or host, ticket)."""
+    n = s.ctl[_engine.TRACED]
+    events = s.trace[:n]
+    s.ctl[_engine.TRACED] = 0
+    return [(int(rid & 1), int(rid >> 1)) for event, rid, _, _ in events
+            if event == _engine.TAKEN]
+
+
+def finish():
+    """Serve until every ticket posted is complete."""
+    for _ in range(1000):
+        if gw[_ring.COMPLETE // 8] == tickets[0] and hw[_ring.COMPLETE // 8] == tickets[1]:
+            return
+        assert _engine.serve(s) == 0, _engine.CALLS[s.ctl[_engine.FAILED_CALL]]
+    raise AssertionError(f"tickets not complete: {gw[_ring.COMPLETE // 8]} of {tickets}")
+
+
+# 1. runs of at most RUN_MAX chunks; slots given back once sent
+transfer(0, 300 * CHUNK + 100)
+assert _engine.drain(s) == 3
+first = [t for _, t in taken()]
+assert first == [0, 128, 256], first
+free = gw[_ring.FREE // 8:_ring.FREE // 8 + 301]
+assert (free == np.arange(301)).all(), "a run's slot was given back before its data was sent"
+finish()
+assert (gw[_ring.FREE // 8:_ring.FREE // 8 + 301] == np.arange(301) + SLOTS).all()
+assert (heap == want).all(), "the heap differs from what the runs put"
+
+# 2. across the ring's end
+tickets[0] = 1000
+gw[_ring.COMPLETE // 8] = 1000  # (as if tickets 301-999 had come and gone)
+for t in range(301, 1000):
+    gw[_ring.FREE // 8 + t % SLOTS] = t + SLOTS if t % SLOTS >= 301 else t
+for t in range(1000, 1024):
+    gw[_ring.FREE // 8 + t] = t
+s.ctl[_engine.GPU_NEXT] = 1000
+transfer(3 * CHUNK, 100 * CHUNK)
+finish()
+assert [t for _, t in taken()] == [1000, 1024], "a run went past the ring's end"
+assert (heap == want).all()
+
+# 3. a gap, another PE, a short chunk in the middle: each ends a run (read by
+# run_of from a ring of its own, whose requests are never sent)
+other = np.zeros(_ring.NBYTES, np.uint8)
+o = _engine.state(MPIC(comm), 2, np.zeros(_engine.HOST_NBYTES, np.uint8), heap,
+                  np.array([HEAP]), -1, -1, other)
+ow = o.gw
+for t, (pe, offset, nbytes) in enumerate(
+        [(0, 0, CHUNK), (0, CHUNK, CHUNK), (0, 3 * CHUNK, CHUNK),  # a gap
+         (0, 4 * CHUNK, CHUNK), (1, 5 * CHUNK, CHUNK),  # another PE
+         (1, 6 * CHUNK, CHUNK), (1, 7 * CHUNK, 10), (1, 7 * CHUNK + 10, CHUNK),
+         (1, 8 * CHUNK + 10, 0)]):
+    d = t * 8
+    ow[d + 1], ow[d + 2], ow[d + 3], ow[d + 4] = _ring.code(_ring.PUT), pe, offset, nbytes
+    ow[d] = t + 1
+runs = [_engine.run_of(o, t) for t in range(9)]
+assert runs == [2, 1, 2, 1, 3, 2, 1, 1, 1], runs
+o.gstate[1] = 2  # (a slot whose request is not answered ends a run too)
+assert _engine.run_of(o, 0) == 1
+
+# 4. a host put's ORDER in the middle of a run
+start = tickets[0]
+transfer(3 << 20, 4 * CHUNK)
+post_host(5 << 20, 64, start + 2)
+transfer((3 << 20) + 4 * CHUNK, 4 * CHUNK)
+finish()
+assert taken() == [(1, start), (0, 0), (1, start + 2)], "the host's put was not between"
+assert (heap == want).all()
+
+# 5. a run past the heap's end: refused whole, every ticket answered
+refused = s.ctl[_engine.REFUSED]
+start = tickets[0]
+kept = want.copy()
+transfer(HEAP - 3 * CHUNK, 6 * CHUNK)
+want = kept  # (none of it is put)
+finish()
+assert [t for _, t in taken()] == [start]
+assert s.ctl[_engine.REFUSED] == refused + 1
+assert s.refusals[refused, 4] == 6 * CHUNK and s.refusals[refused, 5] == _engine.OUTSIDE
+assert (heap == want).all()
+print("ok")
