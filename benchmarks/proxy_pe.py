@@ -375,6 +375,9 @@ def main():
             if key == "shmem_put_block_s" and me == 1:  # they arrived whole
                 assert (dest[:size].copy_to_host() == source[::-1][:size]).all()
         results["bandwidth"].append(row)
+        if me == 0:  # (progress, for a run stopped before its end)
+            print(json.dumps({k: v for k, v in row.items() if not k.endswith("rounds")}),
+                  file=sys.stderr, flush=True)
         size *= 4
     if me == 1:  # the puts arrived whole
         assert (dest.copy_to_host() == source).all()

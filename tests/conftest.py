@@ -164,8 +164,11 @@ def mpiexec():
 def mpiexec_job(npes, *command, env=None):
     """``(argv, env)`` that run ``command`` as ``npes`` ranks under mpiexec on
     this machine's backend: as root with --allow-run-as-root --oversubscribe;
-    with no ssh/rsh agent (Open MPI 4 insists on one even for a single node)."""
+    with no ssh/rsh agent (Open MPI 4 insists on one even for a single node);
+    unbound (Open MPI binds a small job's ranks to the first cores: the jobs of
+    tests running at once, and a PE with its proxy thread, would share them)."""
     flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    flags += ["--bind-to", "none"]
     base = {"NUMBA_SHMEM_BACKEND": BACKEND, "OMPI_MCA_plm_rsh_agent": "false"}
     if BACKEND == "sim":
         base["NUMBA_ENABLE_CUDASIM"] = "1"
