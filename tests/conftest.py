@@ -166,7 +166,11 @@ def mpiexec_job(npes, *command, env=None):
     this machine's backend: as root with --allow-run-as-root --oversubscribe;
     with no ssh/rsh agent (Open MPI 4 insists on one even for a single node);
     unbound (Open MPI binds a small job's ranks to the first cores: the jobs of
-    tests running at once, and a PE with its proxy thread, would share them)."""
+    tests running at once, and a PE with its proxy thread, would share them).
+    A job that spans nodes (NUMBA_SHMEM_NODE_SIZE) finds the proxy's loop
+    compiled (``engine_compiled``)."""
+    if env and "NUMBA_SHMEM_NODE_SIZE" in env:
+        engine_compiled()
     flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
     flags += ["--bind-to", "none"]
     base = {"NUMBA_SHMEM_BACKEND": BACKEND, "OMPI_MCA_plm_rsh_agent": "false"}
@@ -184,15 +188,27 @@ def mpi_missing():
     return None if mpiexec() else "no mpiexec on PATH"
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _engine_compiled():
-    """The compiled proxy's loop in numba's cache before the first job needs
-    it (tests/programs/warm_engine.py; nothing where MPI is missing)."""
-    if mpi_missing():
+_ENGINE = []
+
+
+def engine_compiled():
+    """The compiled proxy's loop in numba's cache before the first job that
+    spans nodes needs it (tests/programs/warm_engine.py): one test process
+    compiles it while the others wait on a lock, so that the PEs of the first
+    such jobs do not each compile it at once (minutes on two cores), and tests
+    of one node never wait for it."""
+    if _ENGINE or mpi_missing():
         return
-    argv, env = mpiexec_job(1, sys.executable, PROGRAMS / "warm_engine.py")
-    result = run_hard(argv, 600, env)
+    import fcntl
+
+    cache = ROOT / "numba_shmem/_transport/__pycache__"
+    cache.mkdir(exist_ok=True)
+    with open(cache / "warm-engine.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # (released when closed)
+        argv, env = mpiexec_job(1, sys.executable, PROGRAMS / "warm_engine.py")
+        result = run_hard(argv, 600, env)
     assert "ok" in result.stdout.split(), result.stdout + result.stderr
+    _ENGINE.append(True)
 
 
 @contextlib.contextmanager
