@@ -128,7 +128,8 @@ def test_a_batch_toward_a_gpus_heap_is_copied_from_where_it_landed():
     consecutive offsets is one 2D copy (rows a record header apart) of the
     bytes the origin put; an empty batch at a full segment starts the next;
     batches with puts sent apart among them, round the segments many times,
-    leave the heap as the puts did (no segment written before its copies ran)."""
+    leave the heap as the puts did (no segment written before its copies ran);
+    a run past the heap's end lands its whole chunks before it, then is refused."""
     # (under mpiexec: Open MPI 4 starts no MPI in a plain process without an ssh agent)
     result = nodes_run(1, 1, "batch_landing.py", timeout=120)
     assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)
@@ -140,7 +141,9 @@ def test_chunks_of_one_transfer_go_as_runs_sent_from_the_ring():
     each one request whose data MPI sends from the ring (slots given back
     once sent), ending at the ring's end, a gap, another PE, a short chunk or
     an unanswered slot, and at a host put's ORDER (the host's request goes
-    between); a run partly past the heap is refused whole and answered."""
+    between); of a run partly past the heap the whole chunks before its end
+    land (a put that fit is not dropped with the one it joined), the refusal
+    names the first chunk past it, and every ticket is answered."""
     # (under mpiexec: Open MPI 4 starts no MPI in a plain process without an ssh agent)
     result = nodes_run(1, 1, "ring_runs.py", timeout=120)
     assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)

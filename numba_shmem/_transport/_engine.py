@@ -72,8 +72,11 @@ BUFFERS = 32
 #: FOLLOWS record any buffer can hold, so a send never waits for one)
 FOLLOW_MAX = 64
 DATA_SENDS = BUFFERS * FOLLOW_MAX
-#: a FOLLOWS record has this bit in its code word
+#: a FOLLOWS record has this bit in its code word; a run of a GPU's chunks
+#: (FOLLOWS too) this one as well: refused as past the heap's end, the
+#: target still lands the whole chunks before it (each was a request of its own)
 FOLLOWS = 1 << 32
+RUN = 1 << 33
 #: the most bytes one request moves (a larger transfer is several requests)
 PIECE = 1 << 20
 #: the most GPU tickets one run of chunk puts joins
@@ -706,8 +709,11 @@ def send_buffer(s, b):
     s.openb[pe, tag - TAG_REQ] = -1
     d = 0
     for j in range(s.nfollow[b]):
-        while s.dstate[d] != 0:  # (there is one: data_queued stays below DATA_SENDS)
+        while d < DATA_SENDS and s.dstate[d] != 0:  # (data_queued keeps one free)
             d += 1
+        if d == DATA_SENDS:
+            s.ctl[FAILED_CALL] = 8
+            return False
         data_tag = TAG_DATA if tag == TAG_REQ else TAG_ANS_DATA
         if s.isend(_arg(s.isend, 0, s.follows[b, j, 0]), s.follows[b, j, 1], byte, pe,
                    data_tag, comm, s.dreq[d:d + 1].ctypes.data) != 0:
@@ -873,7 +879,7 @@ def forward(s, gpu, ticket, run):
     record = s.pool[b].view(np.int64)
     w = at // 8
     record[w] = ticket * 2 + (1 if gpu else 0)
-    record[w + 1] = code | (FOLLOWS if big else 0)
+    record[w + 1] = code | (FOLLOWS if big else 0) | (RUN if run > 1 else 0)
     record[w + 2] = offset
     record[w + 3] = arg
     record[w + 4] = cond
@@ -1070,6 +1076,7 @@ def serve_batch(s, inbox, first, nbytes, source):
         rid, code, offset, arg, cond, inline = record[w], record[w + 1], \
             record[w + 2], record[w + 3], record[w + 4], record[w + 5]
         big = (code & FOLLOWS) != 0
+        run = (code & RUN) != 0
         code = code & (FOLLOWS - 1)
         data_at = at + _REQ_BYTES
         at = data_at + pad(inline)
@@ -1110,13 +1117,17 @@ def serve_batch(s, inbox, first, nbytes, source):
             continue
         if s.ctl[PENDING] and not apply_pending(s, source):
             return False
+        fits = 0  # (of a run refused as past the heap's end: its whole chunks before it)
+        if big and run and reason == OUTSIDE and kind == _PUT and 0 <= offset < extent and \
+                0 < arg <= PIECE:
+            fits = min(arg, (extent - offset) // _CHUNK * _CHUNK)
         if big:  # its data is the next DATA message: into the heap, or dropped
-            n = arg if reason == 0 else min(max(arg, 0), s.drop.size)
+            n = arg if reason == 0 or fits else min(max(arg, 0), s.drop.size)
             into = np.int64(s.drop.ctypes.data)
             landed = -1
             if reason == 0 and not device:
                 into = np.int64(heap.ctypes.data + np.uint64(offset))
-            elif reason == 0:  # (a GPU's heap: landed in host memory, then copied)
+            elif device and (reason == 0 or fits):  # (landed in host memory, then copied)
                 landed = land(s, n)
                 if landed < 0:
                     return False
@@ -1124,8 +1135,12 @@ def serve_batch(s, inbox, first, nbytes, source):
             if s.recv(_arg(s.recv, 0, into), n, byte, source, TAG_DATA, comm, 0) != 0:
                 s.ctl[FAILED_CALL] = 2
                 return False
-            if landed >= 0 and not land_copy(s, base + offset, landed, n):
+            if landed >= 0 and not land_copy(s, base + offset, landed, n if reason == 0 else fits):
                 return False
+            if fits and device and not settle(s, True):  # (landed before it is answered)
+                return False
+            if fits and not device:
+                _move(heap, offset, s.drop, 0, fits)
         value = extent if reason != 0 else 0  # (a refusal says how much is mapped)
         back = 0
         if reason == 0:
@@ -1199,12 +1214,15 @@ def take_answers(s, inbox, nbytes, source):
             s.hw[_STATUS_AT + slot] = reason
         if reason != 0 and (gpu or not fetches(code)):
             n = s.ctl[REFUSED]
-            if n < MAX_REFUSALS:
-                s.refusals[n, 0] = rid
+            landed = 0  # (of a run past the heap's end: the whole chunks the target landed)
+            if kept[slot, 5] > 1 and reason == OUTSIDE and value > kept[slot, 2]:
+                landed = min(asked, (value - kept[slot, 2]) // _CHUNK * _CHUNK)
+            if n < MAX_REFUSALS:  # (the first request refused)
+                s.refusals[n, 0] = rid + 2 * (landed // _CHUNK)
                 s.refusals[n, 1] = kept[slot, 1]
                 s.refusals[n, 2] = code
-                s.refusals[n, 3] = kept[slot, 2]
-                s.refusals[n, 4] = asked
+                s.refusals[n, 3] = kept[slot, 2] + landed
+                s.refusals[n, 4] = asked - landed
                 s.refusals[n, 5] = reason
                 s.refusals[n, 6] = value
             _fence()

@@ -13,6 +13,8 @@ written again before the copies from it have run. Prints ``ok``.
 3. Batches of up to 80 chunk puts with puts of up to 1 MiB sent apart
    (FOLLOWS) among them, enough to go round the segments many times: the
    heap ends as the puts left it.
+4. A run of chunks (RUN) past the heap's end: its whole chunks before the
+   end land before it is answered, nothing past it.
 """
 
 import ctypes
@@ -89,11 +91,13 @@ def send_batch(puts):
     """Send this PE a batch of ``puts`` ((offset, bytes, sent apart)), with
     random data, and have the loop take it."""
     batch, apart, data = bytearray(), [], []
-    for offset, n, big in puts:
+    for offset, n, big, *run in puts:
         d = rng.integers(0, 256, n, dtype=np.uint8)
-        want[offset:offset + n] = d
+        if not run:
+            want[offset:offset + n] = d
         data.append(d)
-        code = _ring.code(_ring.PUT) | (_engine.FOLLOWS if big else 0)
+        code = _ring.code(_ring.PUT) | (_engine.FOLLOWS if big else 0) | \
+            (_engine.RUN if run else 0)
         batch += np.array([rid[0] * 2, code, offset, n, 0, 0 if big else n], np.int64).tobytes()
         rid[0] += 1
         if big:
@@ -148,4 +152,13 @@ settled()
 wrong = int((gpu != want).sum())
 assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
 assert any(a[3] > 1 for a in asked[3:]), "no run of chunks went as one 2D copy"
+
+# 4. a run of chunks past the heap's end: its whole chunks before the end land
+# (and have landed once it is answered), the rest is dropped
+offset = HEAP - 2 * CHUNK - 10
+before = gpu.copy()
+data = send_batch([(offset, 4 * CHUNK, True, "run")])
+assert ran[0] == len(asked), "a refusal was answered before the chunks before it landed"
+assert (gpu[offset:offset + 2 * CHUNK] == data[0][:2 * CHUNK]).all()
+assert (gpu[offset + 2 * CHUNK:] == before[offset + 2 * CHUNK:]).all()
 print("ok")

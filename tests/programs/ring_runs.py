@@ -11,8 +11,10 @@ request whose data is sent from the ring's staging in place. Prints ``ok``.
 4. A host put posted while a kernel's chunks were being published, its ORDER
    in the middle of them: the run stops at ORDER and the host's request goes
    between the two parts, as ordered.
-5. A run partly past the end of the target's heap is refused whole (one
-   refusal record), and its tickets are all answered (COMPLETE passes them).
+5. A run partly past the end of the target's heap: its whole chunks before
+   the end land, one refusal record names the first chunk refused, and its
+   tickets are all answered (COMPLETE passes them); two calls joined in one
+   run, the first up to the end, the second past it: the first lands.
 """
 
 import numpy as np
@@ -143,15 +145,28 @@ finish()
 assert taken() == [(1, start), (0, 0), (1, start + 2)], "the host's put was not between"
 assert (heap == want).all()
 
-# 5. a run past the heap's end: refused whole, every ticket answered
+# 5. runs past the heap's end: the whole chunks before it land (each was a
+# request of its own), the first refused is named, every ticket is answered
+for first_offset, chunks, cut in ((HEAP - 3 * CHUNK, 6, 3),  # one transfer
+                                  (HEAP - CHUNK - 100, 3, 1)):  # (its second straddles the end)
+    refused = s.ctl[_engine.REFUSED]
+    start = tickets[0]
+    transfer(first_offset, chunks * CHUNK)
+    finish()
+    assert [t for _, t in taken()] == [start]
+    assert s.ctl[_engine.REFUSED] == refused + 1
+    rid, _, _, offset, nbytes, reason, _ = s.refusals[refused]
+    assert (rid, offset, nbytes, reason) == ((start + cut) * 2 + 1, first_offset + cut * CHUNK,
+                                             (chunks - cut) * CHUNK, _engine.OUTSIDE)
+    assert (heap == want).all(), "the chunks before the heap's end did not land"
+# two calls joined in one run: the first, up to the heap's end, lands; the
+# refusal names the second's chunk
 refused = s.ctl[_engine.REFUSED]
 start = tickets[0]
-kept = want.copy()
-transfer(HEAP - 3 * CHUNK, 6 * CHUNK)
-want = kept  # (none of it is put)
+transfer(HEAP - 2 * CHUNK, 2 * CHUNK)
+transfer(HEAP, CHUNK)
 finish()
 assert [t for _, t in taken()] == [start]
-assert s.ctl[_engine.REFUSED] == refused + 1
-assert s.refusals[refused, 4] == 6 * CHUNK and s.refusals[refused, 5] == _engine.OUTSIDE
-assert (heap == want).all()
+assert tuple(s.refusals[refused, [0, 3, 4]]) == ((start + 2) * 2 + 1, HEAP, CHUNK)
+assert (heap == want).all(), "a put that fit was dropped with the run it joined"
 print("ok")
