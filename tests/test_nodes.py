@@ -149,6 +149,19 @@ def test_chunks_of_one_transfer_go_as_runs_sent_from_the_ring():
     assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)
 
 
+@pytest.mark.parametrize("heap", ["host", "function"])
+def test_puts_from_kernel_and_host_land_in_program_order_whatever_the_runs(heap):
+    """Property (tests/programs/runs_model.py, hypothesis against a numpy
+    model): a kernel's chunk transfers and host puts over one small heap, in
+    any interleaving with the loop's drains, leave it as applied in the order
+    posted: runs (two calls' chunks joined too) split at a host put's ORDER;
+    past the heap's end the whole chunks before it land. The heap in this
+    process's memory, and reached through a Target's functions as a GPU's."""
+    # (under mpiexec: Open MPI 4 starts no MPI in a plain process without an ssh agent)
+    result = nodes_run(1, 1, "runs_model.py", heap, timeout=300)
+    assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)
+
+
 def test_answers_out_of_order_are_read_against_their_own_requests():
     """The origin's loop driven by hand (tests/programs/answer_order.py): a
     get posted into the slot of a put not yet answered waits in the ring; the
