@@ -317,11 +317,13 @@ class CompiledProxy:
         last = self._tickets
         posted = self._device.posted() if device and self._device is not None else 0
         polls = 0
+
+        def waited():  # (the PEs its requests went to: only for the error)
+            return sorted({self._what[t % _SLOTS][1]
+                           for t in range(int(self._words[_COMPLETE]), last)}) or None
         while self._words[_COMPLETE] < last or (posted and self._gpu_words[_COMPLETE] < posted):
             self._check(None, what)
-            waited = sorted({self._what[t % _SLOTS][1]
-                             for t in range(int(self._words[_COMPLETE]), last)})
-            self._pause(deadline, waited or None, what, "its requests", polls)
+            self._pause(deadline, waited, what, "its requests", polls)
             polls += 1
         with self._lock:
             self._raise_refused()  # complete, but some target refused a request
@@ -333,8 +335,11 @@ class CompiledProxy:
 
     def _pause(self, deadline, pe, what, waiting_for, polls):
         """Wait a little (yielding at first, YIELDS polls, then sleeping longer); past the
-        deadline, the error that says which PE waited on what."""
+        deadline, the error that says which PE waited on what (``pe``: a PE, a
+        list of them, None, or a function that returns one of those)."""
         if deadline is not None and time.monotonic() > deadline:
+            if callable(pe):
+                pe = pe()
             if isinstance(pe, list):  # the PEs a quiet waits for
                 whom = f"PE {pe[0]}" if len(pe) == 1 else "PEs " + ", ".join(map(str, pe))
             else:
