@@ -2,6 +2,7 @@
 with reasons, hypothesis profiles."""
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -188,16 +189,14 @@ def mpi_missing():
     return None if mpiexec() else "no mpiexec on PATH"
 
 
-_ENGINE = []
-
-
+@functools.cache
 def engine_compiled():
     """The compiled proxy's loop in numba's cache before the first job that
     spans nodes needs it (tests/programs/warm_engine.py): one test process
     compiles it while the others wait on a lock, so that the PEs of the first
     such jobs do not each compile it at once (minutes on two cores), and tests
     of one node never wait for it."""
-    if _ENGINE or mpi_missing():
+    if mpi_missing():
         return
     import fcntl
 
@@ -208,7 +207,6 @@ def engine_compiled():
         argv, env = mpiexec_job(1, sys.executable, PROGRAMS / "warm_engine.py")
         result = run_hard(argv, 600, env)
     assert "ok" in result.stdout.split(), result.stdout + result.stderr
-    _ENGINE.append(True)
 
 
 @contextlib.contextmanager

@@ -560,6 +560,17 @@ def defer(s, source, rid):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
+def run_landed(offset, nbytes, extent):
+    """Of a run of chunks at ``offset`` refused as past the end of a heap of
+    ``extent`` bytes: the bytes of its whole chunks before the end, which the
+    target lands as their own requests would have (and the origin's refusal
+    record skips)."""
+    if offset < 0 or offset >= extent or nbytes <= 0 or nbytes > PIECE:
+        return 0
+    return min(nbytes, (extent - offset) // _CHUNK * _CHUNK)
+
+
+@njit(nogil=True, cache=True, _nrt=False)
 def pad(n):
     return (n + 7) & ~7
 
@@ -1117,10 +1128,8 @@ def serve_batch(s, inbox, first, nbytes, source):
             continue
         if s.ctl[PENDING] and not apply_pending(s, source):
             return False
-        fits = 0  # (of a run refused as past the heap's end: its whole chunks before it)
-        if big and run and reason == OUTSIDE and kind == _PUT and 0 <= offset < extent and \
-                0 < arg <= PIECE:
-            fits = min(arg, (extent - offset) // _CHUNK * _CHUNK)
+        fits = run_landed(offset, arg, extent) if big and run and reason == OUTSIDE and \
+            kind == _PUT else 0
         if big:  # its data is the next DATA message: into the heap, or dropped
             n = arg if reason == 0 or fits else min(max(arg, 0), s.drop.size)
             into = np.int64(s.drop.ctypes.data)
@@ -1214,9 +1223,8 @@ def take_answers(s, inbox, nbytes, source):
             s.hw[_STATUS_AT + slot] = reason
         if reason != 0 and (gpu or not fetches(code)):
             n = s.ctl[REFUSED]
-            landed = 0  # (of a run past the heap's end: the whole chunks the target landed)
-            if kept[slot, 5] > 1 and reason == OUTSIDE and value > kept[slot, 2]:
-                landed = min(asked, (value - kept[slot, 2]) // _CHUNK * _CHUNK)
+            landed = run_landed(kept[slot, 2], asked, value) \
+                if kept[slot, 5] > 1 and reason == OUTSIDE else 0
             if n < MAX_REFUSALS:  # (the first request refused)
                 s.refusals[n, 0] = rid + 2 * (landed // _CHUNK)
                 s.refusals[n, 1] = kept[slot, 1]

@@ -27,8 +27,7 @@ SLOTS, CHUNK = _ring.SLOTS, _ring.CHUNK
 comm = MPI.COMM_SELF.Dup()
 host = np.zeros(_engine.HOST_NBYTES, np.uint8)
 host.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
-gpu = np.zeros(_ring.NBYTES, np.uint8)
-gpu.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
+gpu = _ring.DeviceRing(np.zeros(_ring.NBYTES, np.uint8), None).memory  # (every slot free)
 HEAP = 8 << 20
 heap = np.zeros(HEAP, np.uint8)
 want = np.zeros(HEAP, np.uint8)
@@ -107,10 +106,7 @@ assert (heap == want).all(), "the heap differs from what the runs put"
 # 2. across the ring's end
 tickets[0] = 1000
 gw[_ring.COMPLETE // 8] = 1000  # (as if tickets 301-999 had come and gone)
-for t in range(301, 1000):
-    gw[_ring.FREE // 8 + t % SLOTS] = t + SLOTS if t % SLOTS >= 301 else t
-for t in range(1000, 1024):
-    gw[_ring.FREE // 8 + t] = t
+gw[_ring.FREE // 8 + 301:_ring.FREE // 8 + 1000] = np.arange(301, 1000) + SLOTS
 s.ctl[_engine.GPU_NEXT] = 1000
 transfer(3 * CHUNK, 100 * CHUNK)
 finish()

@@ -33,8 +33,7 @@ lock = tempfile.TemporaryFile()
 target = function_target(heap, lock.fileno()) if sys.argv[1:] == ["function"] else None
 host = np.zeros(_engine.HOST_NBYTES, np.uint8)
 host.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
-gpu = np.zeros(_ring.NBYTES, np.uint8)
-gpu.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
+gpu = _ring.DeviceRing(np.zeros(_ring.NBYTES, np.uint8), None).memory  # (every slot free)
 s = _engine.state(MPIC(comm), 1, host, heap, np.array([HEAP]), lock.fileno(), -1, gpu, target)
 s.ctl[_engine.STOP] = 1  # (serve returns once it has nothing left to do)
 gw, hw = s.gw, s.hw
