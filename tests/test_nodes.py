@@ -149,6 +149,18 @@ def test_chunks_of_one_transfer_go_as_runs_sent_from_the_ring():
     assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)
 
 
+def test_puts_from_the_gpus_heap_are_copied_out_by_the_proxy():
+    """The loop driven by hand (tests/programs/put_from.py), its heap reached
+    through a Target's functions as a GPU's is: a kernel's PUT_FROM requests
+    take the loop's segments in turn, each answered DONE once its data is
+    copied out (the source written again after leaves the heap as put), a
+    chunk put after them lands after them, and a request larger than a
+    request may move stops the loop with its reason."""
+    # (under mpiexec: Open MPI 4 starts no MPI in a plain process without an ssh agent)
+    result = nodes_run(1, 1, "put_from.py", timeout=180)
+    assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)
+
+
 @pytest.mark.parametrize("heap", ["host", "function"])
 def test_puts_from_kernel_and_host_land_in_program_order_whatever_the_runs(heap):
     """Property (tests/programs/runs_model.py, hypothesis against a numpy

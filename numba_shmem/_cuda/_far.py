@@ -6,8 +6,10 @@ from numba import cuda, types
 
 from .. import _device_api as api
 from . import _proxied
-from ._primitives import _addr, _heap_base, _load_relaxed, _store_relaxed, _trap
-from ._source import _BACKOFF, _BLOCK_RANK, _BLOCK_SIZE, _copy_source, _indent, _widest
+from ._primitives import _addr, _heap_base, _heap_size, _load_relaxed, _store_relaxed, _trap
+from ._source import (
+    _BACKOFF, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _copy_source, _indent, _widest,
+)
 
 
 # -- toward PEs on other nodes: requests into the proxy's ring ---------------------
@@ -32,7 +34,7 @@ def _claim():
             + _spin("_load_word(ring + RING_FREE + slot * 8) != t"))
 
 
-def _publish(code, pe, offset, arg="0", cond="0"):
+def _publish(code, pe, offset, arg="0", cond="0", addr=None):
     """Source: write ticket ``t``'s descriptor into its ``slot`` and publish it
     (a release: what the slot's staging area holds goes before it)."""
     return ("desc = ring + slot * 64\n"
@@ -41,7 +43,8 @@ def _publish(code, pe, offset, arg="0", cond="0"):
             f"_store_word(desc + 24, {offset})\n"
             f"_store_word(desc + 32, {arg})\n"
             f"_store_word(desc + 40, {cond})\n"
-            "_release_word(desc, t + 1)\n")
+            + (f"_store_word(desc + 48, {addr})\n" if addr else "")
+            + "_release_word(desc, t + 1)\n")
 
 
 def _post(code, pe, offset, arg="0", cond="0", stage=""):
@@ -82,6 +85,39 @@ def _renamed(source):
     return _COPY_NAMES.sub(r"w_\1", source)
 
 
+def _from_heap(scope):
+    """Source: the group's put of ``total`` bytes at ``near_at`` (in this PE's
+    heap) to ``far_at`` on PE ``pe`` as PUT_FROM requests of up to RING_PIECE
+    bytes, which the proxy copies out of the heap itself (the copy engine, at
+    the speed of the bus; the threads' stores into the ring's mapped host
+    memory were the transfer's bottleneck). One thread posts them, at most
+    RING_AHEAD in the ring at once, and waits until each is copied out (its
+    source may then be written again) before it gives the slot back;
+    the group meets before (as for chunks: tickets only once every thread is
+    here) and after."""
+    _setup, _start, _stride, sync, leader = _SCOPE[scope]
+    sync = sync.lstrip()  # (a statement of the impl's body there)
+    which = ("t = first_t + {p}\n"
+             "slot = t & RING_MASK\n"
+             "ring = _ring_base()\n")
+    post = (which.format(p="p")
+            + _spin("_load_word(ring + RING_FREE + slot * 8) != t")
+            + "at = p * RING_PIECE\n"
+            "n = min(RING_PIECE, total - at)\n"
+            + _publish("RING_PUT_FROM", "pe", "far_at + at", "n", addr="near_at + at"))
+    collect = which.format(p="q") + _ANSWER + _GIVE_BACK
+    return (sync + f"if {leader}:\n"
+            + _indent("npieces = (total + RING_PIECE - 1) // RING_PIECE\n"
+                      "first_t = _ring_claim_many(npieces)\n"
+                      "p = 0\n"
+                      "while p < npieces + RING_AHEAD:\n"
+                      + _indent("q = p - RING_AHEAD\n"
+                                "if q >= 0 and q < npieces:\n" + _indent(collect, 1)
+                                + "if p < npieces:\n" + _indent(post, 1)
+                                + "p += 1\n", 1), 1)
+            + sync)
+
+
 def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", scope=""):
     """Source: the calling group's part of a put (``put``) or get of ``nbytes``
     between the symmetric ``remote`` on PE ``pe`` and ``local``, through the
@@ -92,10 +128,25 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
     lane posts it, and all its lanes copy it between the heap and the slot's
     staging area in consecutive pieces, so that a warp's stores into the
     ring's mapped host memory cross PCIe as whole lines (one thread per chunk
-    wrote 8-byte pieces 8 KiB apart, a bus transaction each)."""
+    wrote 8-byte pieces 8 KiB apart, a bus transaction each).
+
+    A put of RING_FROM_MIN bytes or more whose source lies in this PE's heap
+    goes as PUT_FROM requests instead (``_from_heap``), where the proxy says
+    it takes them (the ring's FROM word)."""
     head = (f"total = {nbytes}\n"
             f"far_at = _addr({remote}) - _heap_base(){shift}\n"
             f"near_at = _addr({local}){local_shift}\n")
+    if put:
+        return (head + "in_heap = near_at - _heap_base()\n"
+                "if total >= RING_FROM_MIN and in_heap >= 0 and in_heap + total <= _heap_size() "
+                "and _load_word(_ring_base() + RING_FROM) != 0:\n"
+                + _indent(_from_heap(scope), 1) + "else:\n"
+                + _indent(_far_chunks(put, smallest, scope), 1))
+    return head + _far_chunks(put, smallest, scope)
+
+
+def _far_chunks(put, smallest, scope):
+    """Source: ``_far_copy``'s transfer in chunks staged in the ring's slots."""
     chunk = ("at = c * RING_CHUNK\n"
              "n = min(RING_CHUNK, total - at)\n")
     if not scope:
@@ -105,7 +156,7 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
         else:
             chunk += (_post("RING_GET", "pe", "far_at + at", "n") + _ANSWER
                       + _serial_copy("near_at + at", "stage_at", "n", smallest) + _GIVE_BACK)
-        return (head + "c = start\n"
+        return ("c = start\n"
                 "while c * RING_CHUNK < total:\n" + _indent(chunk, 1) + "    c += stride\n")
     # The group takes one ticket for each chunk at once, so that the ring holds
     # the chunks in order (the target joins their copies into one), whichever
@@ -160,7 +211,7 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
                   "cuda.syncwarp(mask)\n"
                   "if cuda.laneid == 0:\n"
                   + _indent(_GIVE_BACK, 1))
-    return (head + tickets + "c = warp\n"
+    return (tickets + "c = warp\n"
             "while c < nchunks:\n" + _indent(chunk, 1) + "    c += nwarps\n")
 
 
@@ -187,6 +238,7 @@ def _far_namespace():
     """What the sources that may post refer to: in a job on one node, ``_far``
     is a constant false and the path to other nodes folds away
     (``_proxied.compiled_in``)."""
-    return {**_proxied.namespace(), "_heap_base": _heap_base, "_addr": _addr,
+    return {**_proxied.namespace(), "_heap_base": _heap_base, "_heap_size": _heap_size,
+            "_addr": _addr,
             "_store_relaxed": _store_relaxed, "_load_relaxed": _load_relaxed, "_trap": _trap,
             "min": min, "cuda": cuda, "_int64": types.int64}

@@ -341,6 +341,8 @@ def state_word(field):
 
 #: This PE's heap address; the barrier slots are at its start.
 _heap_base = state_word("heap_base")
+#: The bytes of each PE's heap slot (this PE's heap lies in the first of them).
+_heap_size = state_word("heap_size")
 
 
 @intrinsic

@@ -215,19 +215,23 @@ def _copy2d_template():
     return raw, where
 
 
+def _attribute(device, name):
+    """The device attribute ``name`` (of CUdevice_attribute), 0 where the
+    bindings or the driver predate it."""
+    value = getattr(cu.CUdevice_attribute, name, None)
+    if value is None:
+        return 0
+    try:
+        return call("cuDeviceGetAttribute", value, device)
+    except ShmemDriverError:
+        return 0
+
+
 def _memops_supported(device):
     """(writes, reductions): whether this GPU and driver take stream memory
     operations that write 4 and 8 bytes, and atomic reductions."""
-    def attribute(name):
-        value = getattr(cu.CUdevice_attribute, name, None)
-        if value is None:
-            return 0
-        try:
-            return call("cuDeviceGetAttribute", value, device)
-        except ShmemDriverError:  # (a driver older than the attribute)
-            return 0
-    return (bool(attribute("CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS")),
-            bool(attribute("CU_DEVICE_ATTRIBUTE_ATOMIC_REDUCTION_SUPPORTED")))
+    return (bool(_attribute(device, "CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS")),
+            bool(_attribute(device, "CU_DEVICE_ATTRIBUTE_ATOMIC_REDUCTION_SUPPORTED")))
 
 
 class FunctionTarget:
@@ -245,7 +249,9 @@ class FunctionTarget:
     where the application's kernel runs and no MPS daemon shares it, a copy or
     a launch from another context waits for the application's slice to end
     (milliseconds), a stream memory operation does not. ``attach()`` makes the
-    context current on the proxy's thread; ``close()`` releases it all;
+    context current on the proxy's thread; ``alongside``: an MPS daemon shares
+    the GPU, so the copies run alongside the application's kernels;
+    ``close()`` releases it all;
     ``counts()`` says how many batches went each way."""
 
     def __init__(self, heap):
@@ -261,12 +267,14 @@ class FunctionTarget:
             words = _engine.PEND_MAX * _engine.PEND_WORDS
             events = [call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
                       for _ in range(_engine.LAND_SEGS)]  # (they go with the context)
+            device = call("cuCtxGetDevice")
             return (stream, function, events, *_host_buffer(self._undo, 8 * words),
-                    _memops_supported(call("cuCtxGetDevice")))
+                    _memops_supported(device),
+                    bool(_attribute(device, "CU_DEVICE_ATTRIBUTE_MPS_ENABLED")))
 
         try:
             self._context, (stream, function, events, pend, device_pend,
-                            (writes, reductions)) = _own_context(self._undo, load)
+                            (writes, reductions), self.alongside) = _own_context(self._undo, load)
             self._events = np.array([int(e) for e in events], np.uint64)
             # the kernel's two parameters, and the pointers to them cuLaunchKernel takes
             self._args = (ctypes.c_uint64 * 2)(device_pend, 0)
@@ -387,8 +395,6 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             return builder.inttoptr(args[0], context.get_value_type(target))
         return target(address, like), codegen
 
-    signature = types.int32(types.uint64, types.uint64, types.uint64)
-
     @njit
     def unlanded(flag):
         """Record (the third count) whether writes asked of the stream may not
@@ -432,9 +438,10 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     def reached(k):
         return wait_event(event(k))
 
-    @cfunc(signature)
-    def copy_out(dst, src, n):
-        return synchronized(dtoh(dst, src, n, stream))
+    @cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.int64))
+    def copy_out(dst, src, n, wait):
+        rc = dtoh(dst, src, n, stream)
+        return synchronized(rc) if wait else rc
 
     @njit
     def memop(code):

@@ -36,8 +36,8 @@ def function_target(heap, lockfd):
                 carray(bytes_at(dst + row * n), n)[:] = carray(bytes_at(src + row * pitch), n)
             return 0
 
-        @cfunc(types.int32(u8p, types.uint64, types.uintp))
-        def copy_out(dst, src, n):
+        @cfunc(types.int32(u8p, types.uint64, types.uintp, types.int64))
+        def copy_out(dst, src, n, wait):
             carray(dst, n)[:] = carray(bytes_at(src), n)
             return 0
 

@@ -132,7 +132,7 @@ class CompiledProxy:
             self._gpu_words = self._state.gw
             if pin is not None:
                 pin(self._state.inbox, self._state.inbox2, self._state.drop, self._state.pool,
-                    self._state.land)
+                    self._state.land, self._state.out)
             self._state.ctl[_engine.BUSY_NS] = int(busy_poll * 1e9)
             self._state.ctl[_engine.SLEEP_US] = max(1, int(max_sleep * 1e6))
             # compiled (or loaded from numba's cache) now: a failure is init()'s
@@ -146,6 +146,11 @@ class CompiledProxy:
         if debug:
             heap = "the heap reached through copies and a batch of atomics at a time" \
                 if target is not None else "the heap in host memory"
+            if device is not None and target is not None:
+                copied = device.memory[_ring.FROM:_ring.FROM + 8].view(np.uint64)[0]
+                heap += ("; kernels' puts from the heap copied out by the proxy (MPS shares the "
+                         "GPU)" if copied else "; kernels' puts staged by their threads (the "
+                         "proxy's copies would wait for the application's time slice: no MPS)")
             print(f"numba-shmem: PE {self.rank}: PEs on other nodes through the proxy: its "
                   f"request path compiled, over MPI ({MPI.Get_library_version().splitlines()[0]});"
                   f" data staged through host memory; {heap}", file=sys.stderr, flush=True)
@@ -155,7 +160,7 @@ class CompiledProxy:
             if self._attach is not None:
                 self._attach()
             failed = _engine.serve(self._state)
-            why = f"{_engine.CALLS[failed]} failed" if failed else None
+            why = _engine.CALLS[failed] if failed else None
             code = int(self._state.ctl[_engine.FAILED_RC])
             if why and code:
                 why += f" (it returned {code})"
@@ -379,6 +384,10 @@ class CompiledProxy:
                2: f"{name} at heap offset {offset} is not aligned to its {nbytes} bytes",
                3: f"{name} is not an operation it applies"}.get(
             reason, f"{name} of {nbytes} bytes at heap offset {offset} is malformed")
+        if reason == _engine.SOURCE:
+            return (f"{what} toward PE {pe}: this PE's proxy refused it: {name} of {nbytes} "
+                    f"bytes reads outside the {extent} mapped bytes of this PE's heap; check "
+                    "the source array of the call")
         return (f"{what} toward PE {pe}: PE {pe} refused it: {why}; check the array, nelems "
                 "and strides of the call (NUMBA_SHMEM_DEBUG=1 checks them where it is made)")
 

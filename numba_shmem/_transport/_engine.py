@@ -26,7 +26,10 @@ Messages, on the proxies' own communicator:
   received straight into the heap. So is a run of the GPU's chunk puts (the
   chunks of one transfer, in consecutive slots, toward consecutive offsets
   of one PE): one record for all, its data sent from the ring's staging,
-  whose slots are given back once MPI has sent it.
+  whose slots are given back once MPI has sent it. And so is a GPU's PUT_FROM
+  (a put whose data stays in the GPU's heap): the loop copies its data out
+  into a segment of pinned host memory (``Target.copy_out``), answers the
+  posting thread DONE (its source may be written again), and sends it.
 - ANS: a batch of answer records, four int64 each (rid, status, value, inline
   bytes), and a get's data; a get larger than a slot's staging is FOLLOWS.
 - DATA: the data of FOLLOWS records, in record order (a tag for the data of
@@ -78,7 +81,7 @@ DATA_SENDS = BUFFERS * FOLLOW_MAX
 FOLLOWS = 1 << 32
 RUN = 1 << 33
 #: the most bytes one request moves (a larger transfer is several requests)
-PIECE = 1 << 20
+PIECE = _ring.PIECE
 #: the most GPU tickets one run of chunk puts joins
 RUN_MAX = PIECE // _ring.CHUNK
 #: at most this many requests are taken from the rings between two looks at MPI
@@ -91,9 +94,14 @@ TAKE = 256
 #: copied from where it arrived; each landing starts on a LAND_ALIGN boundary
 LAND_SEGS = 4
 LAND_ALIGN = 64
+#: a GPU's PUT_FROM request is copied out of its heap into one of this many
+#: PIECE-byte segments of pinned host memory, and sent from there (the
+#: segment is written again once MPI has sent it)
+OUT_SEGS = 4
 
-#: words of a host descriptor beyond the GPU ring's six
-ADDR, ORDER = 6, 7
+#: words of a host descriptor beyond the GPU ring's (ADDR: the caller's
+#: memory, or for PUT_FROM the GPU's)
+ADDR, ORDER = _ring.ADDR, 7
 #: what the loop keeps of a request it took, by slot, for its answer (the slot
 #: of a request that fetches nothing is given back when it is taken, and its
 #: descriptor may be another's by the time the answer comes): code, PE,
@@ -129,12 +137,15 @@ COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
             "request_batches_in": BATCHES_IN, "requests_in": APPLIED,
             "target_calls": TARGET_CALLS, "target_ns": TARGET_NS}
 #: what FAILED_CALL names
-CALLS = ("", "MPI_Isend", "MPI_Recv", "MPI_Iprobe", "MPI_Test", "MPI_Get_count",
-         "a message larger than the receive buffer (a batch of another library?)",
-         "a message of an unknown tag", "every send buffer in use", "flock",
-         "copying into the GPU's heap", "copying out of the GPU's heap",
-         "applying atomics, signals and p's on the GPU",
-         "an answer to no request it sent, or malformed (a batch of another library?)")
+CALLS = ("", "MPI_Isend failed", "MPI_Recv failed", "MPI_Iprobe failed", "MPI_Test failed",
+         "MPI_Get_count failed",
+         "a message larger than the receive buffer came (a batch of another library?)",
+         "a message of an unknown tag came", "every send buffer was in use", "flock failed",
+         "copying into the GPU's heap failed",
+         "copying out of the GPU's heap (or work before it on the proxy's stream) failed",
+         "applying atomics, signals and p's on the GPU failed",
+         "an answer to no request it sent, or malformed, came (a batch of another library?)",
+         "a malformed request was in the GPU's ring")
 #: atomics and signals toward a heap on a GPU wait here, five int64 each
 #: (address, code, value, cond, the old value), to be applied together
 #: (``Target.apply``) before the next request that is not one
@@ -163,8 +174,10 @@ EVENTS = {TAKEN: "taken", SENT_BATCH: "sent", RECEIVED: "received", CALLED: "tar
           ANSWERED: "answered", ANSWER_TAKEN: "answer taken"}
 
 #: refusal reasons (a STATUS word, or a refusal record's): outside the mapped
-#: part of the heap, misaligned, an operation it does not apply, malformed
-OUTSIDE, MISALIGNED, UNKNOWN, MALFORMED = 1, 2, 3, 4
+#: part of the heap, misaligned, an operation it does not apply, malformed; and
+#: (refused by the origin's loop) a PUT_FROM whose source is outside the
+#: mapped part of this PE's heap
+OUTSIDE, MISALIGNED, UNKNOWN, MALFORMED, SOURCE = 1, 2, 3, 4, 5
 #: a refusal record: rid, pe, code, offset, nbytes, reason, the target's extent
 REFUSAL_WORDS = 7
 MAX_REFUSALS = 256
@@ -184,6 +197,7 @@ State = collections.namedtuple("State", [
     "host", "hw", "hstate", "htaken", "gpu", "gw", "gstate", "gtaken",
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
     "nfollow", "dreq", "dticket", "drun", "dstate", "inbox", "inbox2", "drop", "land", "lused",
+    "out", "ostate",
     "heap", "extent",
     "refusals", "trace"])
 
@@ -192,8 +206,9 @@ State = collections.namedtuple("State", [
 #: or an error code: ``copy_in(dst, src, n, pitch, rows)`` copies ``rows``
 #: runs of n bytes from host memory, ``pitch`` bytes apart there, into the
 #: heap at its address ``dst``, one after the other, and may return before the
-#: copy is done (the source stays untouched until then); ``copy_out(dst, src, n)``
-#: copies from the heap into host memory and returns once done; ``apply(records,
+#: copy is done (the source stays untouched until then); ``copy_out(dst, src, n,
+#: wait)`` copies from the heap into host memory and returns once done (without
+#: ``wait``, it may return before: done once ``settled()`` returns 0); ``apply(records,
 #: n)`` applies n PEND_WORDS records in order (the old value into the fifth
 #: word) and returns once they are applied where one fetches, else may return
 #: once they are taken in. The target does its work in the order asked: all
@@ -261,7 +276,9 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
         inbox=np.zeros(BATCH, np.uint8), inbox2=np.zeros(BATCH, np.uint8),
         drop=np.zeros(PIECE, np.uint8),
         land=np.zeros(LAND_SEGS * PIECE if ctl[ON_DEVICE] else 8, np.uint8),
-        lused=np.zeros(LAND_SEGS, np.int64), heap=heap,
+        lused=np.zeros(LAND_SEGS, np.int64),
+        out=np.zeros(OUT_SEGS * PIECE if ctl[ON_DEVICE] else 8, np.uint8),
+        ostate=np.zeros(OUT_SEGS, np.int64), heap=heap,
         extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64),
         trace=np.zeros((TRACE_RECORDS, TRACE_WORDS), np.int64))
 
@@ -269,7 +286,8 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
 #: the C types of a Target's functions
 COPY_IN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t,
                            ctypes.c_size_t, ctypes.c_size_t)
-COPY_OUT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t)
+COPY_OUT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t,
+                            ctypes.c_int64)
 APPLY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
 SETTLED = ctypes.CFUNCTYPE(ctypes.c_int)
 MARK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64)
@@ -281,8 +299,8 @@ def _refuse_in(dst, src, n, pitch, rows):
     return -1
 
 
-@cfunc(types.int32(types.voidptr, types.uint64, types.uintp), cache=True)
-def _refuse_out(dst, src, n):
+@cfunc(types.int32(types.voidptr, types.uint64, types.uintp, types.int64), cache=True)
+def _refuse_out(dst, src, n, wait):
     return -1
 
 
@@ -409,8 +427,8 @@ def _libc():
 _SLOTS, _CHUNK, _DESC = _ring.SLOTS, _ring.CHUNK, _ring.DESCRIPTOR // 8
 _FREE_AT, _DONE_AT, _ANSWER_AT = _ring.FREE // 8, _ring.DONE // 8, _ring.ANSWER // 8
 _COMPLETE_AT, _STAGING, _STATUS_AT = _ring.COMPLETE // 8, _ring.STAGING, STATUS // 8
-_PUT, _GET, _ATOMIC, _SIGNAL = _ring.PUT, _ring.GET, _ring.ATOMIC, \
-    _ring.SIGNAL
+_PUT, _GET, _ATOMIC, _SIGNAL, _PUT_FROM = _ring.PUT, _ring.GET, _ring.ATOMIC, \
+    _ring.SIGNAL, _ring.PUT_FROM
 _SIGNAL_MAX = _ring.SIGNAL_MAX
 #: the request kinds, for a Target's ``apply``
 ATOMIC_KIND, SIGNAL_KIND = _ATOMIC, _SIGNAL
@@ -761,7 +779,7 @@ def data_queued(s):
 def reap(s):
     """Free what MPI is done sending (a host put sent from its caller's
     memory is then done with it: DONE; a run of the GPU's chunks gives its
-    slots back: FREE); how many, or -1 if MPI failed."""
+    slots back: FREE; a PUT_FROM its segment); how many, or -1 if MPI failed."""
     freed = 0
     left = s.ctl[IN_FLIGHT]
     for b in range(BUFFERS):
@@ -793,11 +811,28 @@ def reap(s):
                     _fence()
                     for t in range(ticket, ticket + run):
                         s.gw[_FREE_AT + t % _SLOTS] = t + _SLOTS
+                elif run < 0:  # (a PUT_FROM's segment)
+                    s.ostate[-run - 1] = 0
                 elif ticket >= 0:
                     _fence()
                     s.hw[_DONE_AT + ticket % _SLOTS] = ticket + 1
                 freed += 1
     return freed
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def copied(s):
+    """Wait until the target's work asked so far (a copy out of the heap) is
+    done, reaping MPI's sends meanwhile: a large message between processes
+    of one host moves in fragments only while its sender calls into MPI, so
+    a loop that waited in the driver held up the DATA before it. 0, the
+    target's error code, or -2 if MPI failed."""
+    while True:
+        rc = s.settled()
+        if rc != -1:
+            return rc
+        if s.ctl[IN_FLIGHT] + s.ctl[DATA_IN_FLIGHT] != 0 and reap(s) < 0:
+            return -2
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -865,7 +900,30 @@ def forward(s, gpu, ticket, run):
     inline = 0
     big = False
     address = 0
-    if kind == _PUT and run > 1:  # from the ring's staging, in place
+    seg = -1
+    if gpu and kind == _PUT_FROM:  # copied out of the GPU's heap, sent from there
+        if arg <= 0 or arg > PIECE or s.ctl[ON_DEVICE] == 0:
+            s.ctl[FAILED_CALL] = 14
+            return -1
+        source = words[d + ADDR] - s.ctl[HEAP_BASE]
+        if source < 0 or source > s.extent[0] - arg:  # (refused here, answered at once)
+            refused(s, ticket * 2 + 1, pe, _PUT, offset, arg, SOURCE, s.extent[0])
+            _fence()
+            words[_DONE_AT + slot] = ticket + 1
+            outstanding[slot] = ticket + 1
+            answered(words, outstanding, ticket, 1)
+            return 1
+        for k in range(OUT_SEGS):
+            if s.ostate[k] == 0:
+                seg = k
+                break
+        if seg < 0:
+            return 0
+        code = _PUT  # (the target takes it as any put sent apart)
+        kind = _PUT
+        big = True
+        address = np.int64(s.out.ctypes.data) + seg * PIECE
+    elif kind == _PUT and run > 1:  # from the ring's staging, in place
         last = words[((ticket + run - 1) % _SLOTS) * _DESC + 4]
         arg = (run - 1) * _CHUNK + last
         big = True
@@ -885,6 +943,19 @@ def forward(s, gpu, ticket, run):
         return -1
     if b < 0:
         return 0
+    if seg >= 0:  # (the thread that posted it waits for DONE, then gives its slot back)
+        began = now_ns(s)
+        s.ostate[seg] = 1
+        rc = s.copy_out(_arg(s.copy_out, 0, address), words[d + ADDR], arg, 0)
+        if rc == 0:
+            rc = copied(s)
+            if rc == -2:  # (MPI failed: FAILED_CALL says where)
+                return -1
+        target_call(s, began, 11)
+        if target_failed(s, rc, 11):
+            return -1
+        _fence()
+        words[_DONE_AT + slot] = ticket + 1
     s.expect[b] += answers
     at = s.fill[b]
     record = s.pool[b].view(np.int64)
@@ -911,9 +982,10 @@ def forward(s, gpu, ticket, run):
         s.follows[b, n, 0] = address
         s.follows[b, n, 1] = arg
         s.follows[b, n, 2] = ticket
-        s.follows[b, n, 3] = run if gpu else 0  # (a run's slots: free once sent)
+        # (once sent: a run's slots are free, a PUT_FROM's segment)
+        s.follows[b, n, 3] = -(seg + 1) if seg >= 0 else run if gpu else 0
         s.nfollow[b] = n + 1
-    elif not fetches(code):
+    elif not fetches(code) and seg < 0:
         _fence()
         words[_FREE_AT + slot] = ticket + _SLOTS  # copied out: the slot is free
     return 1
@@ -1002,7 +1074,7 @@ def answer(s, source, rid, reason, value, back, offset):
             return False
         into = np.int64(s.pool[b].ctypes.data) + start
         began = now_ns(s)
-        rc = s.copy_out(_arg(s.copy_out, 0, into), s.ctl[HEAP_BASE] + offset, inline_back)
+        rc = s.copy_out(_arg(s.copy_out, 0, into), s.ctl[HEAP_BASE] + offset, inline_back, 1)
         target_call(s, began, 11)
         if target_failed(s, rc, 11):
             return False
@@ -1222,34 +1294,48 @@ def take_answers(s, inbox, nbytes, source):
         if not gpu:
             s.hw[_STATUS_AT + slot] = reason
         if reason != 0 and (gpu or not fetches(code)):
-            n = s.ctl[REFUSED]
             landed = run_landed(kept[slot, 2], asked, value) \
                 if kept[slot, 5] > 1 and reason == OUTSIDE else 0
-            if n < MAX_REFUSALS:  # (the first request refused)
-                s.refusals[n, 0] = rid + 2 * (landed // _CHUNK)
-                s.refusals[n, 1] = kept[slot, 1]
-                s.refusals[n, 2] = code
-                s.refusals[n, 3] = kept[slot, 2] + landed
-                s.refusals[n, 4] = asked - landed
-                s.refusals[n, 5] = reason
-                s.refusals[n, 6] = value
-            _fence()
-            s.ctl[REFUSED] = n + 1
+            refused(s, rid + 2 * (landed // _CHUNK), kept[slot, 1], code,  # (the first one)
+                    kept[slot, 2] + landed, asked - landed, reason, value)
         if fetches(code):
             if kind == _ATOMIC or (reason != 0 and not gpu):
                 # (a host fetch's refusal: the target's extent, for its error)
                 words[_ANSWER_AT + slot] = value if reason == 0 or not gpu else 0
             _fence()
             words[_DONE_AT + slot] = ticket + 1
-        for t in range(ticket, ticket + kept[slot, 5]):  # answered (a run: all of it)
-            outstanding[t % _SLOTS] = -(t + 1)
-        first = words[_COMPLETE_AT]  # COMPLETE: the first ticket not answered
-        while outstanding[first % _SLOTS] == -(first + 1):
-            outstanding[first % _SLOTS] = 0
-            first += 1
-        _fence()
-        words[_COMPLETE_AT] = first
+        answered(words, outstanding, ticket, kept[slot, 5])
     return True
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def refused(s, rid, pe, code, offset, nbytes, reason, value):
+    """Record a refusal that nobody waits for (the next host call raises it)."""
+    n = s.ctl[REFUSED]
+    if n < MAX_REFUSALS:
+        s.refusals[n, 0] = rid
+        s.refusals[n, 1] = pe
+        s.refusals[n, 2] = code
+        s.refusals[n, 3] = offset
+        s.refusals[n, 4] = nbytes
+        s.refusals[n, 5] = reason
+        s.refusals[n, 6] = value
+    _fence()
+    s.ctl[REFUSED] = n + 1
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def answered(words, outstanding, ticket, run):
+    """Tickets ``ticket`` to ``ticket + run`` of a ring (``words``) are
+    answered: COMPLETE moves past every ticket answered from it on."""
+    for t in range(ticket, ticket + run):
+        outstanding[t % _SLOTS] = -(t + 1)
+    first = words[_COMPLETE_AT]  # COMPLETE: the first ticket not answered
+    while outstanding[first % _SLOTS] == -(first + 1):
+        outstanding[first % _SLOTS] = 0
+        first += 1
+    _fence()
+    words[_COMPLETE_AT] = first
 
 
 # -- the loop -------------------------------------------------------------------

@@ -19,26 +19,36 @@ the GPU waits until it reaches the ticket counter.
 
 Memory is bounded (SLOTS descriptors and CHUNK bytes of data each); a thread
 that finds its slot taken waits, it never overwrites. Larger transfers are cut
-into CHUNK-byte requests.
+into CHUNK-byte requests; or, a put from this PE's heap of FROM_MIN bytes or
+more, into PUT_FROM requests of up to PIECE bytes whose data stays where it
+is: the descriptor's ADDR word holds its address on the GPU, the proxy copies
+it out itself and answers DONE once it has (the thread may then write the
+source again, and gives the slot back). The proxy says whether it does so in
+the FROM word: where its copies would wait for the application's time slice
+(no MPS daemon shares the GPU), it does not.
 """
 
 import numpy as np
 
 SLOTS = 1024  # a power of two
 CHUNK = 8192  # bytes of data a request carries, staged in its slot
+PIECE = 1 << 20  # the most bytes one request moves
+FROM_MIN = 4 * CHUNK  # a put from the heap this large goes as PUT_FROM requests
 
 # the descriptor of slot s: words at s * DESCRIPTOR
 DESCRIPTOR = 64
-SEQ, CODE, PE, OFFSET, ARG, COND = range(6)  # word indexes in a descriptor
+SEQ, CODE, PE, OFFSET, ARG, COND, ADDR = range(7)  # word indexes in a descriptor
 FREE = SLOTS * DESCRIPTOR            # then SLOTS words: the ticket each slot waits for
 DONE = FREE + 8 * SLOTS              # SLOTS words: t + 1 once ticket t is answered
 ANSWER = DONE + 8 * SLOTS            # SLOTS words: a fetching atomic's old value
 COMPLETE = ANSWER + 8 * SLOTS        # one word
+FROM = COMPLETE + 8                  # one word: FROM_MIN where PUT_FROM is used, else 0
 STAGING = COMPLETE + 128             # SLOTS areas of CHUNK bytes
 NBYTES = STAGING + SLOTS * CHUNK
 
-#: the CODE word: kind | dtype << 8 | op << 16 | fetch << 24
-PUT, GET, ATOMIC, SIGNAL = 1, 2, 3, 4
+#: the CODE word: kind | dtype << 8 | op << 16 | fetch << 24 (PUT_FROM: only
+#: in the GPU's ring; the proxy sends it as a PUT)
+PUT, GET, ATOMIC, SIGNAL, PUT_FROM = 1, 2, 3, 4, 5
 DTYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
 ATOMIC_OPS = ("fetch", "set", "swap", "compare_swap", "add", "and", "or", "xor")
 #: the ops of ATOMIC_OPS that apply to floating-point values

@@ -1,0 +1,116 @@
+"""Drive the proxy loop (_transport/_engine.py) by hand, one PE sending to
+itself, its heap reached through a Target's functions as a GPU's is: a
+kernel's PUT_FROM requests (a put whose data stays in the GPU's heap) are
+copied out into the loop's segments, answered DONE once copied (the source
+may then change), and sent. Prints ``ok``.
+
+1. A put of 5.5 MiB as six requests: the loop takes as many as it has
+   segments (four), answers each DONE once its data is copied out, and takes
+   the rest once MPI has sent a segment's; the source written again after
+   DONE leaves the heap as the put found it.
+2. A chunk put staged in its slot after them, over the same bytes, lands
+   after them (program order).
+3. A PUT_FROM whose source is not all in the heap's mapped part is refused
+   by the loop itself, answered DONE at once, and nothing is sent.
+4. A PUT_FROM larger than a request may move stops the loop with its reason.
+"""
+
+import tempfile
+
+import numpy as np
+from mpi4py import MPI
+
+from numba_shmem._sim._target import function_target
+from numba_shmem._transport import _engine, _ring
+from numba_shmem._transport._compiled import CompiledProxy
+from numba_shmem._transport._mpi_c import MPIC
+
+SLOTS, CHUNK, PIECE = _ring.SLOTS, _ring.CHUNK, _ring.PIECE
+comm = MPI.COMM_SELF.Dup()
+HEAP = 16 << 20
+heap = np.zeros(HEAP, np.uint8)
+lock = tempfile.TemporaryFile()
+target = function_target(heap, lock.fileno())
+host = np.zeros(_engine.HOST_NBYTES, np.uint8)
+host.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
+gpu = np.zeros(_ring.NBYTES, np.uint8)
+gpu.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
+s = _engine.state(MPIC(comm), 1, host, heap, np.array([HEAP]), lock.fileno(), -1, gpu,
+                  target)
+s.ctl[_engine.STOP] = 1  # (serve returns once it has nothing left to do)
+gw = s.gw
+rng = np.random.default_rng(7)
+SOURCE_AT = 8 << 20
+source = heap[SOURCE_AT:]  # (the kernel's source array, in the heap)
+source[:] = rng.integers(0, 256, source.size, dtype=np.uint8)
+want = heap.copy()
+posted = [0]
+
+
+def post(code, offset, nbytes, addr=0):
+    t = posted[0]
+    d = (t % SLOTS) * 8
+    gw[d + 1], gw[d + 2], gw[d + 3], gw[d + 4] = code, 0, offset, nbytes
+    gw[d + _ring.ADDR] = addr
+    gw[d] = t + 1
+    posted[0] = t + 1
+    return t
+
+
+def done(t):
+    return gw[_ring.DONE // 8 + t % SLOTS] == t + 1
+
+
+def finish():
+    for _ in range(1000):
+        if gw[_ring.COMPLETE // 8] == posted[0]:
+            return
+        assert _engine.serve(s) == 0, _engine.CALLS[s.ctl[_engine.FAILED_CALL]]
+    raise AssertionError(f"{gw[_ring.COMPLETE // 8]} of {posted[0]} tickets complete")
+
+
+# 1. six pieces, four segments; the source changes once each is DONE
+total = 5 * PIECE + PIECE // 2
+first = posted[0]
+for at in range(0, total, PIECE):
+    n = min(PIECE, total - at)
+    post(_ring.code(_ring.PUT_FROM), 4096 + at, n, source.ctypes.data + at)
+want[4096:4096 + total] = source[:total]
+assert _engine.drain(s) == _engine.OUT_SEGS
+assert [done(first + k) for k in range(6)] == [True] * 4 + [False] * 2
+source[:4 * PIECE] = 0  # (written again: the heap keeps what was put)
+want[SOURCE_AT:SOURCE_AT + 4 * PIECE] = 0
+assert (s.ostate == 1).all()
+
+# 2. a chunk put staged in its slot, over the same bytes, after them
+t = post(_ring.code(_ring.PUT), 4096 + 5 * PIECE, 100)
+stage = _ring.STAGING + (t % SLOTS) * CHUNK
+gpu[stage:stage + 100] = 77
+want[4096 + 5 * PIECE:4096 + 5 * PIECE + 100] = 77
+finish()
+assert all(done(first + k) for k in range(6))
+assert (s.ostate == 0).all(), "a segment stayed taken once sent"
+wrong = int((heap != want).sum())
+assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
+
+# 3. a source outside the heap: refused by this PE's loop, answered at once
+outside = np.ones(PIECE, np.uint8)
+refusals = s.ctl[_engine.REFUSED]
+t = post(_ring.code(_ring.PUT_FROM), 0, CHUNK * 4, outside.ctypes.data)
+finish()
+assert done(t) and s.ctl[_engine.REFUSED] == refusals + 1
+assert tuple(s.refusals[refusals, [0, 3, 4, 5, 6]]) == (2 * t + 1, 0, CHUNK * 4,
+                                                         _engine.SOURCE, HEAP)
+t = post(_ring.code(_ring.PUT_FROM), 0, CHUNK * 4, heap.ctypes.data + HEAP - CHUNK)
+finish()  # (its last bytes past the heap's end)
+assert done(t) and s.ctl[_engine.REFUSED] == refusals + 2
+assert (heap == want).all(), "a refused put changed the heap"
+message = CompiledProxy._refusal_message("a kernel's put (ring ticket 7)", 0,
+                                         *s.refusals[refusals, 2:])
+assert "this PE's proxy refused it: a put of 32768 bytes reads outside the 16777216 mapped " \
+    "bytes of this PE's heap; check the source array" in message, message
+
+# 4. larger than a request may move: the loop stops, naming it
+post(_ring.code(_ring.PUT_FROM), 0, PIECE + 1, source.ctypes.data)
+assert _engine.serve(s) == 14 and "malformed request" in _engine.CALLS[14]
+print("ok")
