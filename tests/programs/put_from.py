@@ -7,7 +7,9 @@ may then change), and sent. Prints ``ok``.
 1. A put of 5.5 MiB as six requests: the loop takes as many as it has
    segments (four), answers each DONE once its data is copied out, and takes
    the rest once MPI has sent a segment's; the source written again after
-   DONE leaves the heap as the put found it.
+   DONE leaves the heap as the put found it. The target's copies out are
+   done only at its second ``settled`` after them, as a GPU's may be: data
+   sent before then would be the segment's old bytes.
 2. A chunk put staged in its slot after them, over the same bytes, lands
    after them (program order).
 3. A PUT_FROM whose source is not all in the heap's mapped part is refused
@@ -20,7 +22,9 @@ import tempfile
 import numpy as np
 from mpi4py import MPI
 
-from numba_shmem._sim._target import function_target
+from numba import carray, cfunc, types
+
+from numba_shmem._sim._target import _FUNCTIONS, function_target
 from numba_shmem._transport import _engine, _ring
 from numba_shmem._transport._compiled import CompiledProxy
 from numba_shmem._transport._mpi_c import MPIC
@@ -30,7 +34,40 @@ comm = MPI.COMM_SELF.Dup()
 HEAP = 16 << 20
 heap = np.zeros(HEAP, np.uint8)
 lock = tempfile.TemporaryFile()
-target = function_target(heap, lock.fileno())
+# a copy out asked without waiting is done at the second ``settled`` after it
+direct = function_target(heap, lock.fileno())
+bytes_at = _FUNCTIONS["bytes_at"]
+later = np.zeros(5, np.int64)  # dst, src, n, settled calls while one waited, copies
+LATER = later.ctypes.data
+
+
+@cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.int64))
+def copy_out_later(dst, src, n, wait):
+    asked = carray(bytes_at(LATER), 40).view(np.int64)
+    if wait:
+        carray(bytes_at(dst), n)[:] = carray(bytes_at(src), n)
+    else:
+        asked[0], asked[1], asked[2] = dst, src, n
+    return 0
+
+
+@cfunc(types.int32())
+def settled_later():
+    asked = carray(bytes_at(LATER), 40).view(np.int64)
+    if asked[2] == 0:
+        return 0
+    asked[3] += 1
+    if asked[3] % 2 == 1:
+        return -1
+    carray(bytes_at(asked[0]), asked[2])[:] = carray(bytes_at(asked[1]), asked[2])
+    asked[2] = 0
+    asked[4] += 1
+    return 0
+
+
+target = direct._replace(
+    copy_out=_engine.COPY_OUT(copy_out_later.address),
+    settled=_engine.SETTLED(settled_later.address))
 host = np.zeros(_engine.HOST_NBYTES, np.uint8)
 host.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
 gpu = np.zeros(_ring.NBYTES, np.uint8)
@@ -92,6 +129,7 @@ assert all(done(first + k) for k in range(6))
 assert (s.ostate == 0).all(), "a segment stayed taken once sent"
 wrong = int((heap != want).sum())
 assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
+assert later[4] == 6 and later[3] == 12, later  # (each copy waited for)
 
 # 3. a source outside the heap: refused by this PE's loop, answered at once
 outside = np.ones(PIECE, np.uint8)
