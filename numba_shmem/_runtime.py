@@ -240,8 +240,7 @@ def _gpu_proxy(runtime):
     target = FunctionTarget(heap)
     # puts from the heap copied out by the proxy, where its copies need not
     # wait for the application's time slice
-    device.memory[_ring.FROM:_ring.FROM + 8].view(np.uint64)[0] = \
-        _ring.FROM_MIN if target.alongside else 0
+    device.from_min = _ring.FROM_MIN if target.alongside else 0
     lockfd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)  # (atomics take no lock here)
     try:
         # the target goes with the proxy, once its loop has stopped

@@ -230,7 +230,7 @@ _NAMESPACE = {
     "RING_COMPLETE": _ring.COMPLETE, "RING_STAGING": _ring.STAGING,
     "RING_PUT": _ring.code(_ring.PUT), "RING_GET": _ring.code(_ring.GET),
     "RING_PUT_FROM": _ring.code(_ring.PUT_FROM), "RING_PIECE": _ring.PIECE,
-    "RING_FROM_MIN": _ring.FROM_MIN, "RING_FROM": _ring.FROM, "RING_AHEAD": 4,
+    "RING_FROM_MIN": _ring.FROM_MIN, "RING_FROM": _ring.FROM, "RING_AHEAD": _ring.AHEAD,
     "RING_SIGNAL": _ring.code(_ring.SIGNAL), "RING_SIGNAL_MAX": _ring.code(_ring.SIGNAL, 0,
                                                                             _ring.SIGNAL_MAX),
 }

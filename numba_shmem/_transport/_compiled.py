@@ -147,9 +147,8 @@ class CompiledProxy:
             heap = "the heap reached through copies and a batch of atomics at a time" \
                 if target is not None else "the heap in host memory"
             if device is not None and target is not None:
-                copied = device.memory[_ring.FROM:_ring.FROM + 8].view(np.uint64)[0]
                 heap += ("; kernels' puts from the heap copied out by the proxy (MPS shares the "
-                         "GPU)" if copied else "; kernels' puts staged by their threads (the "
+                         "GPU)" if device.from_min else "; kernels' puts staged by their threads (the "
                          "proxy's copies would wait for the application's time slice: no MPS)")
             print(f"numba-shmem: PE {self.rank}: PEs on other nodes through the proxy: its "
                   f"request path compiled, over MPI ({MPI.Get_library_version().splitlines()[0]});"

@@ -96,8 +96,9 @@ LAND_SEGS = 4
 LAND_ALIGN = 64
 #: a GPU's PUT_FROM request is copied out of its heap into one of this many
 #: PIECE-byte segments of pinned host memory, and sent from there (the
-#: segment is written again once MPI has sent it)
-OUT_SEGS = 4
+#: segment is written again once MPI has sent it): as many as one call keeps
+#: in the ring
+OUT_SEGS = _ring.AHEAD
 
 #: words of a host descriptor beyond the GPU ring's (ADDR: the caller's
 #: memory, or for PUT_FROM the GPU's)

@@ -34,6 +34,7 @@ SLOTS = 1024  # a power of two
 CHUNK = 8192  # bytes of data a request carries, staged in its slot
 PIECE = 1 << 20  # the most bytes one request moves
 FROM_MIN = 4 * CHUNK  # a put from the heap this large goes as PUT_FROM requests
+AHEAD = 4  # PUT_FROM requests of one call in the ring at once: the proxy's segments
 
 # the descriptor of slot s: words at s * DESCRIPTOR
 DESCRIPTOR = 64
@@ -74,6 +75,15 @@ class DeviceRing:
         words[:] = 0
         words[FREE // 8:FREE // 8 + SLOTS] = np.arange(SLOTS, dtype=np.uint64)
         self.posted = posted
+
+    @property
+    def from_min(self):
+        """The FROM word: FROM_MIN where the proxy takes PUT_FROM, else 0."""
+        return int(self.memory[FROM:FROM + 8].view(np.uint64)[0])
+
+    @from_min.setter
+    def from_min(self, value):
+        self.memory[FROM:FROM + 8].view(np.uint64)[0] = value
 
 
 def _value(bits, dtype):
