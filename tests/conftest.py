@@ -23,6 +23,15 @@ settings.register_profile("thorough", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, hand tests to the workers one at a time (as
+    ``--maxschedchunk 1`` does) unless the command line says otherwise: by default
+    xdist first gives each worker a quarter of its share in one piece, so the
+    ``long`` tests, collected first, would all go to the first worker."""
+    if getattr(config.option, "maxschedchunk", 0) is None:
+        config.option.maxschedchunk = 1
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
     """The tests marked ``long`` first (otherwise in order): under pytest-xdist

@@ -26,6 +26,7 @@ def collectives_ptx():
     return result.stdout
 
 
+@pytest.mark.long
 def test_collectives_compile_and_bitwise_reductions_need_integers(collectives_ptx):
     assert "compiled" in collectives_ptx
     assert "shmem.and_reduce_block: and needs an integer dtype, got float64" in collectives_ptx

@@ -99,6 +99,7 @@ def rma_model(npes, dtype, initial, phases):
     return heap, scratch, g
 
 
+@pytest.mark.long
 @given(data=st.data())
 @examples(30)
 def test_rma_programs_leave_every_heap_as_the_model_says(group, data):
@@ -261,6 +262,7 @@ def collective_model(name, dtype, nelems, size, root, sources, in_place):
     return out
 
 
+@pytest.mark.long
 @given(data=st.data())
 @examples(40)
 def test_collectives_on_random_teams_equal_numpy(group, data):

@@ -46,6 +46,7 @@ def test_bad_arguments_are_refused_before_anything_is_enqueued():
     assert sum(" on-stream ok " in line for line in lines) == 2  # the job went on
 
 
+@pytest.mark.long
 @needs_gpu
 def test_graphs_of_every_on_stream_call_and_collective_replay_right():
     """Captured by cuda.bindings (global mode: an allocation or a synchronization in
