@@ -2,6 +2,7 @@
 with reasons, hypothesis profiles."""
 
 import contextlib
+import fcntl
 import functools
 import os
 import shutil
@@ -249,6 +250,30 @@ def mpi_gpu_env():
     client, those of the jobs after it included)."""
     with _mps_env() as env:
         yield env
+
+
+@pytest.fixture(scope="session")
+def once_per_run(tmp_path_factory):
+    """``once_per_run(name, make)``: the text ``make()`` returns, made by one
+    test process of the run and read by the others (under pytest-xdist each
+    worker that ran one of a module's tests set up its module fixtures again:
+    the PTX of every collective, a minute and a half on two cores, was
+    compiled three times in one run). A ``make()`` that fails leaves nothing:
+    the next one tries again."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # (this run's, shared by its workers)
+
+    def get(name, make):
+        path = root / f"once-{name}.txt"
+        with open(root / f"once-{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not path.exists():
+                text = make()
+                path.with_suffix(".part").write_text(text)
+                path.with_suffix(".part").rename(path)
+            return path.read_text()
+    return get
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,13 @@ def test_every_collective_on_the_world_and_on_a_subteam(npes, mode):
 
 
 @pytest.fixture(scope="module")
-def collectives_ptx():
-    """ptx_collectives.py's output, compiled once for the tests that read it."""
-    result = python("ptx_collectives.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+def collectives_ptx(once_per_run):
+    """ptx_collectives.py's output, compiled once in the run for the tests that read it."""
+    def make():
+        result = python("ptx_collectives.py", env={"NUMBA_SHMEM_BACKEND": "cuda"})
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+    return once_per_run("collectives_ptx", make)
 
 
 @pytest.mark.long

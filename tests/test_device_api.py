@@ -76,30 +76,33 @@ def test_the_simulators_device_functions_take_the_documented_parameters():
     assert result.stdout.strip() == "[]"
 
 
-def _compile_sections(debug, nodes=False):
-    """Every case of ptx_device.py, compiled; with ``nodes``, as in a job that
-    spans nodes (the path to other nodes compiled in)."""
-    result = python("ptx_device.py", env={"NUMBA_SHMEM_BACKEND": "cuda",
-                                          "NUMBA_SHMEM_DEBUG": "1" if debug else "0",
-                                          **({"NUMBA_SHMEM_NODE_SIZE": "1"} if nodes else {})})
-    assert result.returncode == 0, result.stderr
-    sections = re.split(r"^=== (\w+)\n", result.stdout, flags=re.MULTILINE)[1:]
+def _compile_sections(once_per_run, debug, nodes=False):
+    """Every case of ptx_device.py, compiled once in the run; with ``nodes``,
+    as in a job that spans nodes (the path to other nodes compiled in)."""
+    def make():
+        result = python("ptx_device.py", env={"NUMBA_SHMEM_BACKEND": "cuda",
+                                              "NUMBA_SHMEM_DEBUG": "1" if debug else "0",
+                                              **({"NUMBA_SHMEM_NODE_SIZE": "1"} if nodes else {})})
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+    text = once_per_run(f"ptx_device-debug{int(debug)}-nodes{int(nodes)}", make)
+    sections = re.split(r"^=== (\w+)\n", text, flags=re.MULTILINE)[1:]
     return dict(zip(sections[::2], sections[1::2]))
 
 
 @pytest.fixture(scope="module")
-def ptx():
-    return _compile_sections(debug=False)
+def ptx(once_per_run):
+    return _compile_sections(once_per_run, debug=False)
 
 
 @pytest.fixture(scope="module")
-def debug_ptx():
-    return _compile_sections(debug=True)
+def debug_ptx(once_per_run):
+    return _compile_sections(once_per_run, debug=True)
 
 
 @pytest.fixture(scope="module")
-def nodes_ptx():
-    return _compile_sections(debug=False, nodes=True)
+def nodes_ptx(once_per_run):
+    return _compile_sections(once_per_run, debug=False, nodes=True)
 
 
 def test_signal_wait_polls_with_acquire_at_system_scope_and_backs_off(ptx):
