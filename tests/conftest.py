@@ -269,9 +269,9 @@ def once_per_run(tmp_path_factory):
         with open(root / f"once-{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not path.exists():
-                text = make()
-                path.with_suffix(".part").write_text(text)
-                path.with_suffix(".part").rename(path)
+                part = path.with_suffix(".part")
+                part.write_text(make())
+                part.rename(path)
             return path.read_text()
     return get
 

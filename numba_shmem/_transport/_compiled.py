@@ -147,9 +147,10 @@ class CompiledProxy:
             heap = "the heap reached through copies and a batch of atomics at a time" \
                 if target is not None else "the heap in host memory"
             if device is not None and target is not None:
-                heap += ("; kernels' puts from the heap copied out by the proxy (MPS shares the "
-                         "GPU)" if device.from_min else "; kernels' puts staged by their threads (the "
-                         "proxy's copies would wait for the application's time slice: no MPS)")
+                heap += ("; kernels' puts from the heap copied out by the proxy (MPS shares "
+                         "the GPU)" if device.from_min else "; kernels' puts staged by their "
+                         "threads (the proxy's copies would wait for the application's time "
+                         "slice: no MPS)")
             print(f"numba-shmem: PE {self.rank}: PEs on other nodes through the proxy: its "
                   f"request path compiled, over MPI ({MPI.Get_library_version().splitlines()[0]});"
                   f" data staged through host memory; {heap}", file=sys.stderr, flush=True)
