@@ -72,24 +72,28 @@ def main():
     print("CPUs each PE may run on (its proxy thread among them): "
           + "; ".join(f"PE {pe}: {_cpus(c)}" for pe, c in enumerate(r["cpus"])))
     print(f"bandwidth, MB/s: {r['window']} messages of 'bytes' each, best of 3 rounds; "
-          "put_block: from one block of a kernel (256 threads) through the proxy, then quiet; "
+          "put_block (nbi_block: put_nbi_block): from one block of a kernel (256 threads) "
+          "through the proxy, then quiet; "
           "put: from the host, then quiet; Send: mpi4py Isend/Irecv + ack; Put: MPI_Put in a "
           "lock epoch")
     put = r["bandwidth"][0].get("mpi_put_s") is not None
     print(f"MPI Put: {r['mpi_put_window']}")
-    print(f"{'bytes':>10} {'put_block':>10} {'put':>10} {'MPI Send':>10} {'MPI Put':>10} "
-          f"{'block/Send':>11} {'put/Send':>9} {'put/Put':>8}")
+    print(f"{'bytes':>10} {'put_block':>10} {'nbi_block':>10} {'put':>10} {'MPI Send':>10} "
+          f"{'MPI Put':>10} {'block/Send':>11} {'nbi/Send':>9} {'put/Send':>9} {'put/Put':>8}")
     for row in r["bandwidth"]:
         mbs = {k: r["window"] * row["bytes"] / row[k] / 1e6
-               for k in ("shmem_put_block_s", "shmem_put_s", "mpi_send_s", "mpi_put_s")
+               for k in ("shmem_put_block_s", "shmem_put_nbi_block_s", "shmem_put_s",
+                         "mpi_send_s", "mpi_put_s")
                if row.get(k)}
         block, ours, send = mbs["shmem_put_block_s"], mbs["shmem_put_s"], mbs["mpi_send_s"]
+        nbi = mbs["shmem_put_nbi_block_s"]
         if put:
             mpi_put, versus_put = f"{mbs['mpi_put_s']:.0f}", f"{ours / mbs['mpi_put_s']:.2f}"
         else:
             mpi_put = versus_put = "-"
-        print(f"{row['bytes']:>10} {block:>10.0f} {ours:>10.0f} {send:>10.0f} {mpi_put:>10} "
-              f"{block / send:>11.2f} {ours / send:>9.2f} {versus_put:>8}")
+        print(f"{row['bytes']:>10} {block:>10.0f} {nbi:>10.0f} {ours:>10.0f} {send:>10.0f} "
+              f"{mpi_put:>10} {block / send:>11.2f} {nbi / send:>9.2f} {ours / send:>9.2f} "
+              f"{versus_put:>8}")
     mpi = r["mpi_round_trip_s"] * 1e6
     print(f"round trip, best of 3 rounds of 300 in one kernel: p of a flag "
           f"{r['p_round_trip_s'] * 1e6:.1f} us, put_signal of 8 bytes "

@@ -60,11 +60,21 @@ def put_blocks(dest, source, size, window):
         shmem.quiet()
 
 
-def device_bandwidth(me, dest, source, size):
-    """Seconds for WINDOW put_blocks of ``size`` bytes into PE 1 from one
-    block of a kernel of PE 0 (256 threads), and their quiet."""
+@cuda.jit
+def put_nbi_blocks(dest, source, size, window):
+    """One block: ``window`` put_nbi_blocks of ``size`` bytes into PE 1, then quiet."""
+    for _ in range(window):
+        shmem.put_nbi_block(dest[:size], source[:size], 1)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        shmem.quiet()
+
+
+def device_bandwidth(me, dest, source, size, kernel_of=put_blocks):
+    """Seconds for WINDOW put_blocks (or put_nbi_blocks) of ``size`` bytes into
+    PE 1 from one block of a kernel of PE 0 (256 threads), and their quiet."""
     def kernel(window=WINDOW):
-        put_blocks[1, 256](dest, source, size, window)
+        kernel_of[1, 256](dest, source, size, window)
         cuda.synchronize()
     if me == 0:
         kernel(1)  # (compiled before it is timed)
@@ -366,13 +376,17 @@ def main():
     while size <= max_bytes:
         row = {"bytes": size}
         runs = [("shmem_put_block_s", device_bandwidth(me, dest, device_source, size)),
+                ("shmem_put_nbi_block_s", device_bandwidth(me, dest, device_source, size,
+                                                           put_nbi_blocks)),
                 ("shmem_put_s", shmem_bandwidth(me, dest, source, size)),
                 ("mpi_send_s", mpi_bandwidth(comm, me, buf, size, False, win))]
         if win is not None:
             runs.append(("mpi_put_s", mpi_bandwidth(comm, me, buf, size, True, win)))
         for key, run in runs:
+            if me == 1 and key.startswith("shmem_"):  # (the checks see this kind's puts)
+                dest[:size].copy_to_device(np.zeros(size, np.uint8))
             row[key], row[key + "_rounds"] = best_of(ROUNDS, run)
-            if key == "shmem_put_block_s" and me == 1:  # they arrived whole
+            if key.startswith("shmem_put_") and key != "shmem_put_s" and me == 1:  # whole
                 assert (dest[:size].copy_to_host() == source[::-1][:size]).all()
         results["bandwidth"].append(row)
         if me == 0:  # (progress, for a run stopped before its end)

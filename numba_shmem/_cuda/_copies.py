@@ -43,7 +43,7 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
     smallest = _element_width(itemsize)
     far = (f"_proxy_check(pe, {name!r})\n"
            + _far_copy(put, "dest" if put else "source", "source" if put else "dest", nbytes,
-                       smallest, scope=scope))
+                       smallest, scope=scope, nbi="_nbi" in name))
     copy = _copy_source(smallest, alone=scope == "")
     if _proxied.compiled_in():
         source = (f"def impl({params}):\n{check}{setup}    start = {start}\n"

@@ -85,7 +85,7 @@ def _renamed(source):
     return _COPY_NAMES.sub(r"w_\1", source)
 
 
-def _from_heap(scope):
+def _from_heap(scope, nbi):
     """Source: the group's put of ``total`` bytes at ``near_at`` (in this PE's
     heap) to ``far_at`` on PE ``pe`` as PUT_FROM requests of up to RING_PIECE
     bytes, which the proxy copies out of the heap itself (the copy engine, at
@@ -94,7 +94,9 @@ def _from_heap(scope):
     RING_AHEAD in the ring at once, and waits until each is copied out (its
     source may then be written again) before it gives the slot back;
     the group meets before (as for chunks: tickets only once every thread is
-    here) and after."""
+    here) and after. Non-blocking (``nbi``), it posts them all and waits for
+    none: the proxy gives each slot back once it has copied the data out, and
+    a quiet completes them."""
     _setup, _start, _stride, sync, leader = _SCOPE[scope]
     sync = sync.lstrip()  # (a statement of the impl's body there)
     which = ("t = first_t + {p}\n"
@@ -104,7 +106,14 @@ def _from_heap(scope):
             + _spin("_load_word(ring + RING_FREE + slot * 8) != t")
             + "at = p * RING_PIECE\n"
             "n = min(RING_PIECE, total - at)\n"
-            + _publish("RING_PUT_FROM", "pe", "far_at + at", "n", addr="near_at + at"))
+            + _publish("RING_PUT_FROM_NBI" if nbi else "RING_PUT_FROM", "pe", "far_at + at",
+                       "n", addr="near_at + at"))
+    if nbi:
+        return (sync + f"if {leader}:\n"
+                + _indent("npieces = (total + RING_PIECE - 1) // RING_PIECE\n"
+                          "first_t = _ring_claim_many(npieces)\n"
+                          "for p in range(npieces):\n" + _indent(post, 1), 1)
+                + sync)
     collect = which.format(p="q") + _ANSWER + _GIVE_BACK
     return (sync + f"if {leader}:\n"
             + _indent("npieces = (total + RING_PIECE - 1) // RING_PIECE\n"
@@ -118,7 +127,8 @@ def _from_heap(scope):
             + sync)
 
 
-def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", scope=""):
+def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", scope="",
+              nbi=False):
     """Source: the calling group's part of a put (``put``) or get of ``nbytes``
     between the symmetric ``remote`` on PE ``pe`` and ``local``, through the
     ring; ``shift`` and ``local_shift`` add to the two addresses (bytes).
@@ -140,7 +150,7 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
         return (head + "in_heap = near_at - _heap_base()\n"
                 "if total >= RING_FROM_MIN and in_heap >= 0 and in_heap + total <= _heap_size() "
                 "and _load_word(_ring_base() + RING_FROM) != 0:\n"
-                + _indent(_from_heap(scope), 1) + "else:\n"
+                + _indent(_from_heap(scope, nbi), 1) + "else:\n"
                 + _indent(_far_chunks(put, smallest, scope), 1))
     return head + _far_chunks(put, smallest, scope)
 

@@ -29,7 +29,8 @@ Messages, on the proxies' own communicator:
   whose slots are given back once MPI has sent it. And so is a GPU's PUT_FROM
   (a put whose data stays in the GPU's heap): the loop copies its data out
   into a segment of pinned host memory (``Target.copy_out``), answers the
-  posting thread DONE (its source may be written again), and sends it.
+  posting thread DONE (its source may be written again; a non-blocking
+  one's slot is given back instead), and sends it.
 - ANS: a batch of answer records, four int64 each (rid, status, value, inline
   bytes), and a get's data; a get larger than a slot's staging is FOLLOWS.
 - DATA: the data of FOLLOWS records, in record order (a tag for the data of
@@ -431,6 +432,7 @@ _COMPLETE_AT, _STAGING, _STATUS_AT = _ring.COMPLETE // 8, _ring.STAGING, STATUS 
 _PUT, _GET, _ATOMIC, _SIGNAL, _PUT_FROM = _ring.PUT, _ring.GET, _ring.ATOMIC, \
     _ring.SIGNAL, _ring.PUT_FROM
 _SIGNAL_MAX = _ring.SIGNAL_MAX
+_FROM_NBI = _ring.FROM_NBI
 #: the request kinds, for a Target's ``apply``
 ATOMIC_KIND, SIGNAL_KIND = _ATOMIC, _SIGNAL
 #: a word of a small put (WORDS_MAX) goes to a GPU's heap as this atomic (set,
@@ -902,15 +904,22 @@ def forward(s, gpu, ticket, run):
     big = False
     address = 0
     seg = -1
+    # (a PUT_FROM's thread waits for DONE, then gives the slot back; but for a
+    # non-blocking one's, which the loop gives back once its data is copied out)
+    at_copied = _DONE_AT + slot
+    copied_value = ticket + 1
     if gpu and kind == _PUT_FROM:  # copied out of the GPU's heap, sent from there
-        if arg <= 0 or arg > PIECE or s.ctl[ON_DEVICE] == 0:
+        if arg <= 0 or arg > PIECE or s.ctl[ON_DEVICE] == 0 or (code >> 16) & 255 > _FROM_NBI:
             s.ctl[FAILED_CALL] = 14
             return -1
+        if (code >> 16) & 255 == _FROM_NBI:
+            at_copied = _FREE_AT + slot
+            copied_value = ticket + _SLOTS
         source = words[d + ADDR] - s.ctl[HEAP_BASE]
         if source < 0 or source > s.extent[0] - arg:  # (refused here, answered at once)
             refused(s, ticket * 2 + 1, pe, _PUT, offset, arg, SOURCE, s.extent[0])
             _fence()
-            words[_DONE_AT + slot] = ticket + 1
+            words[at_copied] = copied_value
             outstanding[slot] = ticket + 1
             answered(words, outstanding, ticket, 1)
             return 1
@@ -944,7 +953,7 @@ def forward(s, gpu, ticket, run):
         return -1
     if b < 0:
         return 0
-    if seg >= 0:  # (the thread that posted it waits for DONE, then gives its slot back)
+    if seg >= 0:  # (DONE once copied out; or for a non-blocking one, its slot back)
         began = now_ns(s)
         s.ostate[seg] = 1
         rc = s.copy_out(_arg(s.copy_out, 0, address), words[d + ADDR], arg, 0)
@@ -956,7 +965,7 @@ def forward(s, gpu, ticket, run):
         if target_failed(s, rc, 11):
             return -1
         _fence()
-        words[_DONE_AT + slot] = ticket + 1
+        words[at_copied] = copied_value
     s.expect[b] += answers
     at = s.fill[b]
     record = s.pool[b].view(np.int64)

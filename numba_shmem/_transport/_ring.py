@@ -48,8 +48,10 @@ STAGING = COMPLETE + 128             # SLOTS areas of CHUNK bytes
 NBYTES = STAGING + SLOTS * CHUNK
 
 #: the CODE word: kind | dtype << 8 | op << 16 | fetch << 24 (PUT_FROM: only
-#: in the GPU's ring; the proxy sends it as a PUT)
+#: in the GPU's ring; the proxy sends it as a PUT; op FROM_NBI: nobody waits
+#: for its DONE, the proxy gives its slot back once its data is copied out)
 PUT, GET, ATOMIC, SIGNAL, PUT_FROM = 1, 2, 3, 4, 5
+FROM_NBI = 1
 DTYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
 ATOMIC_OPS = ("fetch", "set", "swap", "compare_swap", "add", "and", "or", "xor")
 #: the ops of ATOMIC_OPS that apply to floating-point values

@@ -81,6 +81,20 @@ def put_then_write(dest, source, shift):
 
 
 @cuda.jit
+def put_nbi_then_write(dest, source, shift):
+    """One block: put_nbi_block as ``put_then_write``, then quiet, then
+    overwrite the source (it may be written once the quiet has returned)."""
+    right = (shmem.my_pe() + 1) % shmem.n_pes()
+    shmem.put_nbi_block(dest[:source.size - shift], source[shift:], right)
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        shmem.quiet()
+    cuda.syncthreads()
+    for i in range(cuda.threadIdx.x, source.size, cuda.blockDim.x):
+        source[i] = 0
+
+
+@cuda.jit
 def p_words(i32, u32, f32):
     """p of 4-byte values whose high bit is set, into the second element (an
     offset 4 bytes past 8-byte alignment), as the proxy pends such a put."""
@@ -161,17 +175,20 @@ def check_rma(me, n):
     assert (got_big == pattern).all()
     if not numba.config.ENABLE_CUDASIM:  # (5 MiB a lane at a time: minutes there)
         # a kernel's put from the heap of more than the proxy's 1 MiB pieces,
-        # more of them than it keeps in flight, its source written at once after
+        # more of them than it keeps in flight, its source written at once
+        # after (blocking) or after a quiet (non-blocking)
         size, shift = (5 << 20) + 5, 3
         from_heap = shmem.array(size + shift, np.uint8)
-        from_heap.copy_to_device((np.arange(size + shift) * 7 + me).astype(np.uint8))
-        into = shmem.zeros(size, np.uint8)
-        shmem.barrier_all()
-        put_then_write[1, 256](into, from_heap, shift)
-        shmem.barrier_all()
+        into = shmem.array(size, np.uint8)
         left_bytes = (np.arange(size + shift) * 7 + left).astype(np.uint8)
-        assert (into.copy_to_host() == left_bytes[shift:]).all()
-        assert not from_heap.copy_to_host().any()
+        for kernel in (put_then_write, put_nbi_then_write):
+            from_heap.copy_to_device((np.arange(size + shift) * 7 + me).astype(np.uint8))
+            into.copy_to_device(np.zeros(size, np.uint8))
+            shmem.barrier_all()
+            kernel[1, 256](into, from_heap, shift)
+            shmem.barrier_all()
+            assert (into.copy_to_host() == left_bytes[shift:]).all(), kernel
+            assert not from_heap.copy_to_host().any()
 
 
 @cuda.jit

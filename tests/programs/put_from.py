@@ -14,7 +14,11 @@ may then change), and sent. Prints ``ok``.
    after them (program order).
 3. A PUT_FROM whose source is not all in the heap's mapped part is refused
    by the loop itself, answered DONE at once, and nothing is sent.
-4. A PUT_FROM larger than a request may move stops the loop with its reason.
+4. Non-blocking PUT_FROM requests: no DONE; the loop gives each slot back
+   once its data is copied out, and the data lands; one whose source is
+   outside the heap is refused with its slot given back, no DONE.
+5. A PUT_FROM larger than a request may move, or of an op it does not know,
+   stops the loop with its reason.
 """
 
 import tempfile
@@ -148,7 +152,30 @@ message = CompiledProxy._refusal_message("a kernel's put (ring ticket 7)", 0,
 assert "this PE's proxy refused it: a put of 32768 bytes reads outside the 16777216 mapped " \
     "bytes of this PE's heap; check the source array" in message, message
 
-# 4. larger than a request may move: the loop stops, naming it
+# 4. non-blocking: each slot free once copied out, no DONE, the data lands
+nbi = _ring.code(_ring.PUT_FROM, 0, _ring.FROM_NBI)
+source[:3 * PIECE] = rng.integers(0, 256, 3 * PIECE, dtype=np.uint8)
+want[SOURCE_AT:SOURCE_AT + 3 * PIECE] = source[:3 * PIECE]
+tickets = [post(nbi, 4096 + at, min(PIECE, 3 * PIECE - at), source.ctypes.data + at)
+           for at in range(0, 3 * PIECE, PIECE)]
+assert _engine.drain(s) == 3
+assert [gw[_ring.FREE // 8 + t % SLOTS] for t in tickets] == [t + SLOTS for t in tickets]
+assert not any(done(t) for t in tickets)
+want[4096:4096 + 3 * PIECE] = source[:3 * PIECE]
+finish()
+assert (heap == want).all(), "a non-blocking put from the heap did not land"
+assert not any(done(t) for t in tickets)
+refusals = s.ctl[_engine.REFUSED]
+t = post(nbi, 0, CHUNK * 4, outside.ctypes.data)
+finish()
+assert s.ctl[_engine.REFUSED] == refusals + 1 and not done(t)
+assert gw[_ring.FREE // 8 + t % SLOTS] == t + SLOTS, "a refused non-blocking put kept its slot"
+assert (heap == want).all(), "a refused put changed the heap"
+
+# 5. larger than a request may move: the loop stops, naming it
 post(_ring.code(_ring.PUT_FROM), 0, PIECE + 1, source.ctypes.data)
 assert _engine.serve(s) == 14 and "malformed request" in _engine.CALLS[14]
+s.ctl[_engine.GPU_NEXT] += 1  # (past it: an op no PUT_FROM has, the same)
+post(_ring.code(_ring.PUT_FROM, 0, _ring.FROM_NBI + 1), 0, CHUNK * 4, source.ctypes.data)
+assert _engine.serve(s) == 14
 print("ok")
