@@ -256,9 +256,13 @@ def main():
 
     def measured(name, context, deliver):
         start_waiting(rounds)
-        if name.startswith("resident"):
+        if name.startswith("resident"):  # (on a stream of its context)
             words[inbox] = 0
-            launch(kernels["service"], service_stream, on_gpu + 8 * inbox, flag, rounds)
+            their_context, their_stream, their_kernels = contexts[context]
+            check(cu.cuCtxSetCurrent(their_context))
+            launch(their_kernels["service"],
+                   service_stream if context == "application's" else their_stream,
+                   on_gpu + 8 * inbox, flag, rounds)
         check(cu.cuCtxSetCurrent(contexts[context][0]))
         trips, issues = [], []
         deadline = time.monotonic() + 60
@@ -285,8 +289,9 @@ def main():
     for context in contexts:
         for name, way in ways.values():
             measure(name, context, way)
-    measure("resident kernel polling mapped host memory (a host store)", "application's",
-            lambda context: service)
+    for context in ("application's", "own"):  # (own: as the proxy's, beside the application)
+        measure("resident kernel polling mapped host memory (a host store)", context,
+                lambda context: service)
 
     name = check(cu.cuDeviceGetName(64, device)).split(b"\0")[0].decode()
     print(json.dumps({"device": name, "rounds": rounds, "rows": rows, "notes": notes}),

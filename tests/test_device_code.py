@@ -1,5 +1,7 @@
-"""What the device side compiles to (no GPU needed: PTX for sm_90)."""
+"""What the device side compiles to (no GPU needed: PTX for sm_90), and the
+host's side of the proxy's resident kernel."""
 
+import os
 import re
 
 import pytest
@@ -75,8 +77,18 @@ def test_the_proxy_applies_every_atomic_and_signal_with_a_kernel_that_assembles(
     result = run_hard([sys.executable, "-c", script], 120, {"NUMBA_SHMEM_BACKEND": "cuda"})
     assert result.returncode == 0, result.stderr
     source = result.stdout
-    # one case per (dtype, op) and per signal op: 8 ops on 4 integer types, 4 on 2 floats, 3
-    assert len(re.findall(r"^\$C\d+:$", source, re.M)) == 8 * 4 + 4 * 2 + 3
+    # one case per (dtype, op) and per signal op: 8 ops on 4 integer types, 4 on 2 floats, 3;
+    # in apply_batch and in serve_batches, the resident kernel that waits for batches
+    assert len(re.findall(r"^\$C\d+:$", source, re.M)) == 2 * (8 * 4 + 4 * 2 + 3)
+    serve = source.split(".visible .entry serve_batches")[1]
+    assert "ld.acquire.sys.u64 %rd16, [%rd14+0];" in serve  # the batch posted, then its records
+    assert "st.release.sys.u64 [%rd14+8], %rd16;" in serve  # the old values, then applied
+    # the warp copies the records into shared memory, its first thread applies them from there
+    assert serve.count("bar.warp.sync 0xffffffff;") == 2 and "st.shared.u64 [%rd21+24]" in serve
+    assert "ld.shared.u64 %rd3, [%rd21+24];" in serve and "ld.volatile.u64 %rd1" in serve
+    # an old value goes back over the bus only where the request fetches (bit 24 of its code)
+    assert source.count("and.b64 %rd9, %rd6, 16777216;\n    setp.eq.u64 %p1, %rd9, 0;\n"
+                        "    @%p1 bra $NEXT;\n    st.volatile.u64 [%rd13+32], %rd5;") == 2
     assert "atom.relaxed.sys.cas.b32 %r3, [%rd1], %r2, %r1;" in source  # cond, then value
     assert "atom.relaxed.sys.add.f64 %fd3, [%rd1], %fd1;" in source
     assert "red.release.sys.max.u64 [%rd1], %rd2;" in source
@@ -104,3 +116,12 @@ def test_the_compiled_target_applies_batches_as_stream_memory_operations_where_i
     if result.stdout.startswith("skip:"):
         pytest.skip(result.stdout[5:].strip())
     assert result.stdout.split()[0] == "ok"
+
+
+def test_the_resident_kernels_host_side_posts_each_batch_once_and_sees_it_stop():
+    """tests/programs/service_handshake.py: ``serve_batches``' control block
+    against a thread playing the kernel, the driver's functions stood in for
+    (the kernel itself runs on the GPU only, under MPS)."""
+    result = python("service_handshake.py", env={**os.environ, "NUMBA_ENABLE_CUDASIM": "0"},
+                    timeout=300)
+    assert result.stdout.split() == ["ok"], result.stdout + result.stderr

@@ -24,7 +24,8 @@ across emulated nodes).
 A kernel of the application that fills every SM and waits for an atomic or
 signal from another node (a barrier's included) may leave no room for the
 one-thread kernel: leave a block's worth of room on the GPU, as with NVSHMEM's
-proxy.
+proxy. Under MPS, ``serve_batches`` (one warp, 8 KiB of shared memory) stays
+on one SM for as long as the proxy runs.
 """
 
 import ctypes
@@ -112,11 +113,13 @@ def _host_buffer(undo, nbytes):
     return view, int(call("cuMemHostGetDevicePointer", address, 0))
 
 
-def _batch_source():
-    """PTX of ``apply_batch(records, n)``: one thread applies ``n`` records of
-    ``_engine.PEND_WORDS`` words (address, code, value's bits, cond's bits, the
-    old value's bits: written) in order, each with the instruction of its
-    one-request kernel above."""
+def _records_loop(done, staged=False):
+    """PTX: apply the %rd11 records of ``_engine.PEND_WORDS`` words at %rd10
+    (address, code, value's bits, cond's bits, the old value's bits: written
+    where the code fetches) in order, each with the instruction of its one-request kernel above; then
+    go to ``done``. ``staged``: each record's first four words are read from
+    a copy in shared memory at %rd20 (``STAGED_WORDS`` words a record), not
+    from %rd10."""
     cases = [(_ring.code(_ring.ATOMIC, index, _ring.ATOMIC_OPS.index(op)),
               _atomic_body(dtype, op))
              for index, dtype in enumerate(_ring.DTYPES) for op in _ops(dtype)]
@@ -125,20 +128,89 @@ def _batch_source():
     dispatch = "".join(f"    setp.eq.u64 %p1, %rd7, {key};\n    @%p1 bra $C{k};\n"
                        for k, (key, _body) in enumerate(cases))
     bodies = "".join(f"$C{k}:\n{body}    bra $STORE;\n" for k, (_key, body) in enumerate(cases))
-    return (".version 7.0\n.target sm_70\n.address_size 64\n\n"
-            ".visible .entry apply_batch(.param .u64 p0, .param .u64 p1)\n{\n"
-            "    .reg .pred %p<2>;\n    .reg .b64 %rd<16>;\n    .reg .b32 %r<4>;\n"
-            "    .reg .f32 %f<4>;\n    .reg .f64 %fd<4>;\n"
-            "    ld.param.u64 %rd10, [p0];\n    ld.param.u64 %rd11, [p1];\n"
-            "    mov.u64 %rd12, 0;\n"
-            "$LOOP:\n    setp.ge.u64 %p1, %rd12, %rd11;\n    @%p1 bra $END;\n"
-            "    mad.lo.u64 %rd13, %rd12, 40, %rd10;\n"
-            "    ld.volatile.u64 %rd1, [%rd13];\n    ld.volatile.u64 %rd6, [%rd13+8];\n"
-            "    ld.volatile.u64 %rd2, [%rd13+16];\n    ld.volatile.u64 %rd3, [%rd13+24];\n"
+    if staged:
+        load = (f"    mad.lo.u64 %rd21, %rd12, {8 * STAGED_WORDS}, %rd20;\n"
+                "    ld.shared.u64 %rd1, [%rd21];\n    ld.shared.u64 %rd6, [%rd21+8];\n"
+                "    ld.shared.u64 %rd2, [%rd21+16];\n    ld.shared.u64 %rd3, [%rd21+24];\n")
+    else:
+        load = ("    ld.volatile.u64 %rd1, [%rd13];\n    ld.volatile.u64 %rd6, [%rd13+8];\n"
+                "    ld.volatile.u64 %rd2, [%rd13+16];\n    ld.volatile.u64 %rd3, [%rd13+24];\n")
+    return ("    mov.u64 %rd12, 0;\n"
+            "$LOOP:\n    setp.ge.u64 %p1, %rd12, %rd11;\n"
+            f"    @%p1 bra {done};\n"
+            "    mad.lo.u64 %rd13, %rd12, 40, %rd10;\n" + load +
             "    mov.u64 %rd5, 0;\n    and.b64 %rd7, %rd6, 16777215;\n"
             + dispatch + "    bra $STORE;\n" + bodies +
-            "$STORE:\n    st.volatile.u64 [%rd13+32], %rd5;\n    add.u64 %rd12, %rd12, 1;\n"
-            "    bra $LOOP;\n$END:\n    ret;\n}\n").encode()
+            # (the old value goes back only where the request fetches: a write
+            # over the bus, which each later release waits for)
+            "$STORE:\n    and.b64 %rd9, %rd6, 16777216;\n    setp.eq.u64 %p1, %rd9, 0;\n"
+            "    @%p1 bra $NEXT;\n    st.volatile.u64 [%rd13+32], %rd5;\n"
+            "$NEXT:\n    add.u64 %rd12, %rd12, 1;\n    bra $LOOP;\n")
+
+
+_REGISTERS = ("    .reg .pred %p<4>;\n    .reg .b64 %rd<24>;\n    .reg .b32 %r<8>;\n"
+              "    .reg .f32 %f<4>;\n    .reg .f64 %fd<4>;\n")
+#: the words of the service kernel's control block (mapped host memory): the
+#: batch the host posted (its sequence number << SERVICE_SHIFT | its record
+#: count; SERVICE_STOP to stop), the last one the kernel applied (the same
+#: word), and 1 while the kernel runs (it says so once it has started, and
+#: before it ends)
+SERVICE_POSTED, SERVICE_APPLIED, SERVICE_RUNNING = range(3)
+SERVICE_SHIFT, SERVICE_STOP = 16, (1 << 64) - 1
+#: the threads of ``serve_batches`` (one warp), and the words of a record it
+#: copies into shared memory (address, code, value, cond)
+SERVICE_THREADS, STAGED_WORDS = 32, 4
+
+
+def _batch_source():
+    """PTX of ``apply_batch(records, n)``: one thread applies ``n`` records
+    (``_records_loop``); and of ``serve_batches(records, control)``: a kernel
+    of one warp that stays, applying each batch the host posts into
+    ``control`` (SERVICE_* words) from ``records``, then saying so, until
+    told to stop (posted like a batch, so that every thread sees it after the
+    last batch, and none leaves while the others wait for it at a barrier):
+    a batch then costs no launch. The warp's threads copy the
+    batch's records from mapped host memory into shared memory together (a
+    read over the bus each, at once, where one thread would wait for every
+    one in turn); then its first thread applies them in order, as
+    ``apply_batch`` does."""
+    from .._transport._engine import PEND_MAX
+
+    every = "0xffffffff"
+    return (".version 7.0\n.target sm_70\n.address_size 64\n\n"
+            ".visible .entry apply_batch(.param .u64 p0, .param .u64 p1)\n{\n" + _REGISTERS
+            + "    ld.param.u64 %rd10, [p0];\n    ld.param.u64 %rd11, [p1];\n"
+            + _records_loop("$END") + "$END:\n    ret;\n}\n\n"
+            ".visible .entry serve_batches(.param .u64 p0, .param .u64 p1)\n{\n" + _REGISTERS
+            + f"    .shared .align 8 .b8 staged[{PEND_MAX * STAGED_WORDS * 8}];\n"
+            "    ld.param.u64 %rd10, [p0];\n    ld.param.u64 %rd14, [p1];\n"
+            "    mov.u64 %rd20, staged;\n    mov.u32 %r4, %tid.x;\n"
+            "    mov.u64 %rd15, 0;\n"  # the last batch applied
+            "    mov.u64 %rd18, 1;\n"
+            f"    st.release.sys.u64 [%rd14+{8 * SERVICE_RUNNING}], %rd18;\n"
+            "$WAIT:\n"
+            f"    ld.acquire.sys.u64 %rd16, [%rd14+{8 * SERVICE_POSTED}];\n"
+            "    setp.eq.u64 %p2, %rd16, %rd15;\n    @%p2 bra $WAIT;\n"
+            "    setp.eq.u64 %p3, %rd16, -1;\n    @%p3 bra $END;\n"  # (SERVICE_STOP)
+            "$BATCH:\n"
+            f"    and.b64 %rd11, %rd16, {(1 << SERVICE_SHIFT) - 1};\n"
+            "    cvt.u64.u32 %rd22, %r4;\n"  # each thread copies every 32nd record
+            "$STAGE:\n    setp.ge.u64 %p1, %rd22, %rd11;\n    @%p1 bra $STAGED;\n"
+            "    mad.lo.u64 %rd13, %rd22, 40, %rd10;\n"
+            "    ld.volatile.u64 %rd1, [%rd13];\n    ld.volatile.u64 %rd6, [%rd13+8];\n"
+            "    ld.volatile.u64 %rd2, [%rd13+16];\n    ld.volatile.u64 %rd3, [%rd13+24];\n"
+            f"    mad.lo.u64 %rd21, %rd22, {8 * STAGED_WORDS}, %rd20;\n"
+            "    st.shared.u64 [%rd21], %rd1;\n    st.shared.u64 [%rd21+8], %rd6;\n"
+            "    st.shared.u64 [%rd21+16], %rd2;\n    st.shared.u64 [%rd21+24], %rd3;\n"
+            f"    add.u64 %rd22, %rd22, {SERVICE_THREADS};\n    bra $STAGE;\n"
+            f"$STAGED:\n    bar.warp.sync {every};\n"
+            "    setp.ne.u32 %p3, %r4, 0;\n    @%p3 bra $JOIN;\n"
+            + _records_loop("$APPLIED", staged=True) +
+            f"$APPLIED:\n    st.release.sys.u64 [%rd14+{8 * SERVICE_APPLIED}], %rd16;\n"
+            f"$JOIN:\n    bar.warp.sync {every};\n    mov.u64 %rd15, %rd16;\n"
+            "    bra $WAIT;\n$END:\n    mov.u64 %rd18, 0;\n"
+            f"    st.release.sys.u64 [%rd14+{8 * SERVICE_RUNNING}], %rd18;\n"
+            "    ret;\n}\n").encode()
 
 
 #: a stream memory operation (``cuStreamBatchMemOp``'s parameters): 48 bytes
@@ -146,6 +218,15 @@ MEMOP_WORDS = 6
 #: the most operations of one ``cuStreamBatchMemOp`` call (the driver takes fewer
 #: than 256; a full batch of 256 failed on the H200)
 MEMOP_CALL = 128
+#: where an MPS daemon shares the GPU (a launch from the proxy's context then
+#: runs alongside the application's kernels), a batch of this many records or
+#: more goes as one launch of ``apply_batch``: one launch and synchronize took
+#: 11 us on the H200 under MPS, stream memory operations about 0.9 us each
+LAUNCH_MIN = 32
+#: and there a batch of this many records or more goes to ``serve_batches``
+#: (as one that stream memory operations cannot apply does): a smaller one
+#: goes as stream memory operations, which the proxy does not wait for
+SERVE_MIN = 8
 #: the operations the target applies that way: writes of 4 and 8 bytes, then
 #: atomic reductions (add, and, or) of 4 and 8 bytes
 MEMOPS = ("write32", "write64", "add32", "add64", "and32", "and64", "or32", "or64")
@@ -241,7 +322,8 @@ class FunctionTarget:
     of atomics and signals either as stream memory operations (writes and
     atomic reductions, one ``cuStreamBatchMemOp``), where every one of them is
     such (signals that set or add, ``p``, atomics that set, add, and or or and
-    fetch nothing; a reduction never after a write), or else with one launch
+    fetch nothing; a reduction never after a write) and, where an MPS daemon
+    shares the GPU, there are fewer than LAUNCH_MIN, or else with one launch
     of ``apply_batch``. Each call is complete (the stream synchronized) before
     it returns, but for a batch of stream memory operations: that is complete
     once ``settled`` says so (or a later call returned: one stream). Stream memory
@@ -250,8 +332,13 @@ class FunctionTarget:
     a launch from another context waits for the application's slice to end
     (milliseconds), a stream memory operation does not. ``attach()`` makes the
     context current on the proxy's thread; ``alongside``: an MPS daemon shares
-    the GPU, so the copies run alongside the application's kernels;
-    ``close()`` releases it all;
+    the GPU, so the copies run alongside the application's kernels; and
+    there a batch of SERVE_MIN records or more, or one that stream memory
+    operations cannot apply, goes, when the stream has no work left, to
+    ``serve_batches``, a kernel of one warp that stays (launched by
+    ``attach``, stopped first by ``close``): no driver call (a
+    ``cuStreamQuery`` only after the stream was given work), no launch, and
+    complete once the call returns; ``close()`` releases it all;
     ``counts()`` says how many batches went each way."""
 
     def __init__(self, heap):
@@ -261,9 +348,11 @@ class FunctionTarget:
 
         def load():  # (the stream and the module go with the context)
             stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
-            function = call("cuModuleGetFunction", call("cuModuleLoadData", _batch_source()),
-                            b"apply_batch")
+            module = call("cuModuleLoadData", _batch_source())
+            function = call("cuModuleGetFunction", module, b"apply_batch")
             call("cuFuncLoad", function)
+            self._serve = call("cuModuleGetFunction", module, b"serve_batches")
+            call("cuFuncLoad", self._serve)
             words = _engine.PEND_MAX * _engine.PEND_WORDS
             events = [call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
                       for _ in range(_engine.LAND_SEGS)]  # (they go with the context)
@@ -283,17 +372,20 @@ class FunctionTarget:
             # a batch's stream memory operations, and how many batches went each way
             self._memops = np.zeros((_engine.PEND_MAX, MEMOP_WORDS), np.uint64)
             self._copy2d, copy2d_where = _copy2d_template()
-            self._counts = np.zeros(3, np.int64)
+            self._counts = np.zeros(4, np.int64)
             templates, where = _memop_templates()
             if not reductions:
                 where[2:] = -1
             driver = _driver()
             writes = writes and driver[-1] is not None
+            service = self._service_block(device_pend) if self.alongside else (0, 0)
             self._keep = _functions(
                 driver, int(stream), int(function), ctypes.addressof(self._params),
                 ctypes.addressof(self._args) + 8, self._memops.ctypes.data if writes else 0,
                 templates, where, self._counts.ctypes.data, self._events.ctypes.data,
-                self._copy2d.ctypes.data, copy2d_where)
+                self._copy2d.ctypes.data, copy2d_where,
+                LAUNCH_MIN if self.alongside else _engine.PEND_MAX + 1, pend.ctypes.data,
+                *service)
             copy_in, copy_out, apply, settled, mark, reached = self._keep
             self.target = _engine.Target(
                 _engine.COPY_IN(copy_in.address), _engine.COPY_OUT(copy_out.address),
@@ -304,13 +396,46 @@ class FunctionTarget:
             self._undo.unwind()
             raise
 
+    def _service_block(self, device_pend):
+        """``serve_batches``' control block and stream (it starts in
+        ``attach``): (the block's host address, the stream)."""
+        control, on_device = _host_buffer(self._undo, 64)
+        control[:] = 0
+        call("cuCtxPushCurrent", self._context)
+        try:
+            stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        finally:
+            call("cuCtxPopCurrent")
+        self._service = (control.view(np.uint64), stream, device_pend, on_device)
+        return control.ctypes.data, int(stream)
+
+    def _start_service(self):
+        """Launch ``serve_batches``, reading records where ``apply_batch``
+        does; ``close`` stops it before it unregisters or frees anything (the
+        loop's buffers are page-locked before: that waits for the context's
+        kernels). Until it says it runs, batches go the stream's way."""
+        words, stream, device_pend, on_device = self._service
+        args = (ctypes.c_uint64 * 2)(device_pend, on_device)
+        params = (ctypes.c_void_p * 2)(ctypes.addressof(args), ctypes.addressof(args) + 8)
+        call("cuLaunchKernel", self._serve, 1, 1, 1, SERVICE_THREADS, 1, 1, 0, stream,
+             ctypes.addressof(params), 0)
+
+        def stop():
+            words[SERVICE_POSTED] = SERVICE_STOP  # (no batch is left: the loop has ended)
+            call("cuStreamSynchronize", stream)  # (the proxy's context is current)
+        self._undo.push(call, "cuCtxPopCurrent")
+        self._undo.push(stop)
+        self._undo.push(call, "cuCtxPushCurrent", self._context)
+
     def counts(self):
         """Batches of atomics and signals applied so far: (as stream memory
-        operations, by launching ``apply_batch``)."""
+        operations, by ``apply_batch`` or ``serve_batches``)."""
         return int(self._counts[0]), int(self._counts[1])
 
     def attach(self):
         call("cuCtxSetCurrent", self._context)
+        if self.alongside:
+            self._start_service()
 
     def pin(self, *arrays):
         """Page-lock the host memory of ``arrays`` (the loop's buffers that the
@@ -343,6 +468,9 @@ DRIVER = {"cuMemcpyHtoDAsync_v2": ctypes.CFUNCTYPE(_I32, _U64, _U64, _U64, _U64)
           "cuStreamBatchMemOp_v2": ctypes.CFUNCTYPE(_I32, _U64, _U32, _U64, _U32)}
 #: what cuStreamQuery returns while work on the stream is still running
 _NOT_READY = 600
+#: what a batch for ``serve_batches`` returns if the kernel has stopped
+#: (CUDA_ERROR_UNKNOWN)
+_SERVICE_GONE = 999
 
 
 def _driver():
@@ -361,7 +489,8 @@ def _driver():
 
 
 def _functions(driver, stream, function, params, count_at, memops_at, templates, where,
-               counts_at, events_at, copy2d_at, copy2d_where):
+               counts_at, events_at, copy2d_at, copy2d_where, launch_min, pend_at, service_at,
+               service_stream):
     """The Target's C functions (numba cfuncs), calling ``driver`` (DRIVER's
     functions, in its order), for ``stream`` and the
     ``apply_batch`` kernel ``function``, launched with the parameter pointers
@@ -372,14 +501,19 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     ``_copy2d_template``; ``copy2d_where`` where its fields go). A batch goes
     as stream memory operations, built at ``memops_at`` (0: never) from
     ``templates`` (``_memop_templates``, ``where`` -1 for those the GPU does
-    not take), where each of its records is one; ``counts_at`` counts the
+    not take), where each of its records is one and it has fewer than
+    ``launch_min`` records; ``counts_at`` counts the
     batches each way (two int64) and says, in a third, whether writes of an
     earlier batch may not have landed yet (nothing then orders a reduction
-    after them: it goes to the kernel)."""
+    after them: it goes to the kernel), and in a fourth whether the stream
+    may have work left. Where ``service_at`` is not 0 (the
+    control block of ``serve_batches``, running on ``service_stream``), a
+    batch at ``pend_at`` goes to it instead when the stream has nothing left
+    to do (the kernel's writes would not be ordered after its work)."""
     from numba import carray, cfunc, njit, types
     from numba.core.extending import intrinsic
 
-    from .._transport._engine import PEND_WORDS
+    from .._transport._engine import PEND_MAX, PEND_WORDS, _fence
 
     htod, htod2d, dtoh, synchronize, launch, query, record, wait_event, batch = driver
     if batch is None:  # (never called: memops_at is 0; the function still compiles)
@@ -399,7 +533,24 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     def unlanded(flag):
         """Record (the third count) whether writes asked of the stream may not
         have landed yet."""
-        carray(pointer(np.uint64(counts_at), np.int64(0)), 3)[2] = flag
+        carray(pointer(np.uint64(counts_at), np.int64(0)), 4)[2] = flag
+
+    @njit
+    def asked(flag):
+        """Record (the fourth count) whether the stream may have work left:
+        set by each call that gives it some, cleared once it is seen idle."""
+        carray(pointer(np.uint64(counts_at), np.int64(0)), 4)[3] = flag
+
+    @njit
+    def idle():
+        """Whether the stream has no work left (asked only when it may)."""
+        if carray(pointer(np.uint64(counts_at), np.int64(0)), 4)[3] == 0:
+            return True
+        if query(stream) != 0:
+            return False
+        unlanded(0)
+        asked(0)
+        return True
 
     @njit
     def synchronized(rc):
@@ -410,6 +561,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         rc = synchronize(stream)
         if rc == 0:
             unlanded(0)
+            asked(0)
         return rc
 
     @njit
@@ -428,6 +580,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             rc = htod2d(np.uint64(copy2d_at), stream)
         if rc == 0:  # (its bytes land once settled says so)
             unlanded(1)
+            asked(1)
         return rc
 
     @cfunc(types.int32(types.int64))
@@ -441,6 +594,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     @cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.int64))
     def copy_out(dst, src, n, wait):
         rc = dtoh(dst, src, n, stream)
+        asked(1)
         return synchronized(rc) if wait else rc
 
     @njit
@@ -483,14 +637,48 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             records[i, 4] = 0
         return True
 
+    @njit
+    def running():
+        """Whether ``serve_batches`` has said it runs."""
+        _fence()
+        return carray(pointer(np.uint64(service_at), np.uint64(0)), 5)[SERVICE_RUNNING] == 1
+
+    @njit
+    def served(n):
+        """Have ``serve_batches`` apply the n records at pend_at: 0 once it
+        has (their old values written); if it stopped, its stream's error (or
+        CUDA_ERROR_UNKNOWN where it ended without one)."""
+        control = carray(pointer(np.uint64(service_at), np.uint64(0)), 4)
+        sequence = (control[SERVICE_POSTED] >> np.uint64(SERVICE_SHIFT)) + np.uint64(1)
+        posted = (sequence << np.uint64(SERVICE_SHIFT)) | np.uint64(n)
+        _fence()  # (the records before the word that posts them)
+        control[SERVICE_POSTED] = posted
+        polls = 0
+        while True:
+            _fence()
+            if control[SERVICE_APPLIED] == posted:
+                _fence()  # (the old values are read after it)
+                return 0
+            polls += 1
+            if polls % 65536 == 0:
+                rc = query(service_stream)
+                if rc != _NOT_READY:  # it stopped: its error, or it ended
+                    return rc if rc != 0 else _SERVICE_GONE
+
     @cfunc(types.int32(types.uint64, types.int64))
     def apply(address, n):
         records = carray(pointer(address, np.int64(0)), (n, PEND_WORDS))
-        counts = carray(pointer(np.uint64(counts_at), np.int64(0)), 3)
-        if memops_at != 0 and as_memops(records, n, counts[2] != 0):
+        counts = carray(pointer(np.uint64(counts_at), np.int64(0)), 4)
+        memops = memops_at != 0 and n < launch_min and as_memops(records, n, counts[2] != 0)
+        if (service_at != 0 and (n >= SERVE_MIN or not memops) and address == pend_at
+                and n <= PEND_MAX and running() and idle()):
+            counts[1] += 1
+            return served(n)
+        if memops:
             # (the driver takes the operations in at the call: the records and
             # the operations may be reused at once; complete once settled says so)
             counts[0] += 1
+            asked(1)
             for i in range(n):  # (its writes land once settled says so)
                 if memop(records[i, 1]) < 2:
                     counts[2] = 1
@@ -509,6 +697,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         rc = query(stream)
         if rc == 0:
             unlanded(0)
+            asked(0)
         return -1 if rc == _NOT_READY else rc
 
     return copy_in, copy_out, apply, settled, mark, reached

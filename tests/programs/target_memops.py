@@ -45,12 +45,13 @@ if not reductions:
     where[2:] = -1
 memops = np.zeros((_engine.PEND_MAX, _target.MEMOP_WORDS), np.uint64)
 count = np.zeros(1, np.int64)
-counts = np.zeros(3, np.int64)  # batches each way; writes that may not have landed
+counts = np.zeros(4, np.int64)  # batches each way; writes that may not have landed; work asked
 events = np.arange(100, 100 + _engine.LAND_SEGS, dtype=np.uint64)  # (fake handles)
 copy2d, copy2d_where = _target._copy2d_template()
 functions = _target._functions(fake, 7, 9, 1234, count.ctypes.data, memops.ctypes.data,
                                templates, where, counts.ctypes.data, events.ctypes.data,
-                               copy2d.ctypes.data, copy2d_where)
+                               copy2d.ctypes.data, copy2d_where,
+                               _engine.PEND_MAX + 1, 0, 0, 0)  # (memops for any batch; no service)
 copy_in = _engine.COPY_IN(functions[0].address)
 mark, reached = _engine.MARK(functions[4].address), _engine.MARK(functions[5].address)
 apply = _engine.APPLY(functions[2].address)
