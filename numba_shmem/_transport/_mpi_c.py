@@ -55,6 +55,7 @@ class MPIC:
         # (buf, count, datatype, peer, tag, comm, request/status)
         self.isend = function("MPI_Isend", p, i, handle, i, i, handle, p)
         self.recv = function("MPI_Recv", p, i, handle, i, i, handle, p)
+        self.irecv = function("MPI_Irecv", p, i, handle, i, i, handle, p)
         # (source, tag, comm, flag, status)
         self.iprobe = function("MPI_Iprobe", i, i, handle, p, p)
         self.test = function("MPI_Test", p, p, p)  # (request, flag, status)

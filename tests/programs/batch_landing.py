@@ -8,13 +8,17 @@ written again before the copies from it have run. Prints ``ok``.
 1. A batch of three 8 KiB puts to consecutive offsets, a put of 99 bytes
    elsewhere, and three more 8 KiB puts: three copies (rows of 8 KiB at a
    pitch of 8 KiB and a header, the small one, the second run).
-2. An empty batch when the segment being filled is full: it starts the next
-   segment (it named a fifth segment of four).
+2. An empty batch when the last segment is being filled and full: it starts
+   the first segment again (it named one past the last).
 3. Batches of up to 80 chunk puts with puts of up to 1 MiB sent apart
    (FOLLOWS) among them, enough to go round the segments many times: the
    heap ends as the puts left it.
 4. A run of chunks (RUN) past the heap's end: its whole chunks before the
    end land before it is answered, nothing past it.
+5. Puts sent apart in batches of their own: their data is received while
+   the next batches are taken (RECV_MAX receives at once, none copied until
+   it has arrived), then copied in order and answered once copied; a put
+   carried in a batch after one waits for its data.
 """
 
 import ctypes
@@ -127,8 +131,9 @@ for got, sent in zip(asked, expected):
 assert s.ctl[_engine.DEFERRED] == len(puts)  # (answered once the copies are done)
 
 # 2. an empty batch when the segment being filled is full
-s.ctl[_engine.LAND_SEG], s.ctl[_engine.LAND_FILL] = 3, PIECE
-s.lused[3] = 1
+last = _engine.LAND_SEGS - 1
+s.ctl[_engine.LAND_SEG], s.ctl[_engine.LAND_FILL] = last, PIECE
+s.lused[last] = 1
 send_batch([])
 assert all(0 <= k < _engine.LAND_SEGS for k in marks) and s.ctl[_engine.LAND_SEG] == 0, marks
 
@@ -148,6 +153,7 @@ for _ in range(12):
             puts.append((offset, CHUNK, False))
             offset = (offset + CHUNK) % room
     send_batch(puts)
+assert _engine.all_landed(s)  # (the loop asks for the copies of the data that has arrived)
 settled()
 wrong = int((gpu != want).sum())
 assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
@@ -161,4 +167,28 @@ data = send_batch([(offset, 4 * CHUNK, True, "run")])
 assert ran[0] == len(asked), "a refusal was answered before the chunks before it landed"
 assert (gpu[offset:offset + 2 * CHUNK] == data[0][:2 * CHUNK]).all()
 assert (gpu[offset + 2 * CHUNK:] == before[offset + 2 * CHUNK:]).all()
+want[offset:offset + 2 * CHUNK] = data[0][:2 * CHUNK]
+
+# 5. data received while the next batches are taken, copied in order once arrived
+settled()
+assert s.ctl[_engine.RECV_COUNT] == 0 and s.ctl[_engine.DEFERRED] == 0
+copies, deferred = len(asked), []
+for k in range(_engine.RECV_MAX):
+    send_batch([(k * PIECE, PIECE - 8 * k, True)])
+    assert s.ctl[_engine.RECV_COUNT] == k + 1 and len(asked) == copies, "copied before it came"
+send_batch([(_engine.RECV_MAX * PIECE, 100, True)])  # (one more: the oldest lands first)
+assert s.ctl[_engine.RECV_COUNT] == _engine.RECV_MAX
+assert [a[0] for a in asked[copies:]] == [0] and s.ctl[_engine.DEFERRED] == 1
+while _engine.landed_data(s, False) > 0:
+    pass
+assert s.ctl[_engine.RECV_COUNT] == 0 and s.ctl[_engine.DEFERRED] == _engine.RECV_MAX + 1
+assert _engine.issue_copy(s)
+assert [a[0] for a in asked[copies:]] == [k * PIECE for k in range(_engine.RECV_MAX + 1)]
+copies = len(asked)
+send_batch([(3 * PIECE, 5000, True), (3 * PIECE + 1000, 99, False)])
+assert s.ctl[_engine.RECV_COUNT] == 0 and _engine.issue_copy(s)
+assert [a[:2] for a in asked[copies:]] == [(3 * PIECE, 5000), (3 * PIECE + 1000, 99)]
+settled()
+wrong = int((gpu != want).sum())
+assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
 print("ok")
