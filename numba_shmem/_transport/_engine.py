@@ -534,8 +534,9 @@ def issue_copy(s):
 @njit(nogil=True, cache=True, _nrt=False)
 def land(s, n):
     """Where in ``land`` ``n`` bytes (at most PIECE) may be written now: in
-    the segment being filled, or in the next (not LAND_HOLD) once the copies
-    from it are done. -1 if the target failed."""
+    the segment being filled, or in the next (not LAND_HOLD) once the data
+    receives into it have landed and the copies from it are done. -1 if MPI
+    or the target failed."""
     seg, fill = s.ctl[LAND_SEG], s.ctl[LAND_FILL]
     if fill + n > PIECE or fill == PIECE:  # (even nothing starts within a segment)
         if not issue_copy(s) or (s.lused[seg] != 0 and target_failed(s, s.mark(seg), 10)):
@@ -1565,7 +1566,8 @@ def serve(s):
             got = landed_data(s, False)
             if got < 0:
                 return ctl[FAILED_CALL]
-            if got == 0:
+            if got == 0:  # (still on its way: no sleep meanwhile, MPI moves it while called)
+                busy = True
                 break
             busy = True
         if ctl[DEFERRED] != 0:

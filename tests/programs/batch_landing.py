@@ -184,6 +184,20 @@ while _engine.landed_data(s, False) > 0:
 assert s.ctl[_engine.RECV_COUNT] == 0 and s.ctl[_engine.DEFERRED] == _engine.RECV_MAX + 1
 assert _engine.issue_copy(s)
 assert [a[0] for a in asked[copies:]] == [k * PIECE for k in range(_engine.RECV_MAX + 1)]
+copies = len(asked)  # a put whose data is sent only after its batch was taken
+data = rng.integers(0, 256, 4000, dtype=np.uint8)
+record = np.array([rid[0] * 2, _ring.code(_ring.PUT) | _engine.FOLLOWS, 5 * PIECE, 4000, 0, 0],
+                  np.int64)
+rid[0] += 1
+comm.Isend([record.view(np.uint8), MPI.BYTE], 0, _engine.TAG_REQ).Wait()
+while _engine.look(s.iprobe, s.ctl, s.flag, s.status, _engine.TAG_REQ) <= 0:
+    pass
+assert _engine.receive(s) == 1 and s.ctl[_engine.RECV_COUNT] == 1
+assert _engine.landed_data(s, False) == 0 and len(asked) == copies, "copied before it came"
+comm.Isend([data, MPI.BYTE], 0, _engine.TAG_DATA).Wait()
+assert _engine.landed_data(s, True) == 1 and _engine.issue_copy(s)
+assert [a[:2] for a in asked[copies:]] == [(5 * PIECE, 4000)]
+want[5 * PIECE:5 * PIECE + 4000] = data
 copies = len(asked)
 send_batch([(3 * PIECE, 5000, True), (3 * PIECE + 1000, 99, False)])
 assert s.ctl[_engine.RECV_COUNT] == 0 and _engine.issue_copy(s)
