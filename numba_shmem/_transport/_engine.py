@@ -1562,14 +1562,14 @@ def serve(s):
             freed = reap(s)
             if freed < 0:
                 return ctl[FAILED_CALL]
+        if ctl[RECV_COUNT] != 0:  # (no sleep while data is on its way: MPI moves it while called)
+            busy = True
         while ctl[RECV_COUNT] != 0:  # (the data that has arrived: copied into the heap)
             got = landed_data(s, False)
             if got < 0:
                 return ctl[FAILED_CALL]
-            if got == 0:  # (still on its way: no sleep meanwhile, MPI moves it while called)
-                busy = True
+            if got == 0:
                 break
-            busy = True
         if ctl[DEFERRED] != 0:
             if not settle(s, False):
                 return ctl[FAILED_CALL]
