@@ -155,7 +155,8 @@ def test_puts_from_the_gpus_heap_are_copied_out_by_the_proxy():
     take the loop's segments in turn, each answered DONE once its data is
     copied out (the source written again after leaves the heap as put), a
     chunk put after them lands after them, and a request larger than a
-    request may move stops the loop with its reason."""
+    request may move, a copy out that fails and MPI failing while one runs
+    stop the loop with their reasons, before DONE."""
     # (under mpiexec: Open MPI 4 starts no MPI in a plain process without an ssh agent)
     result = nodes_run(1, 1, "put_from.py", timeout=180)
     assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)

@@ -19,8 +19,13 @@ may then change), and sent. Prints ``ok``.
    outside the heap is refused with its slot given back, no DONE.
 5. A PUT_FROM larger than a request may move, or of an op it does not know,
    stops the loop with its reason.
+6. A copy out that fails, when asked or once done, stops the loop with its
+   reason and the driver's error, before DONE and before anything is sent.
+7. MPI failing while a copy out runs (the loop tests the sends before it
+   meanwhile) stops the loop with MPI's reason, before DONE.
 """
 
+import ctypes
 import tempfile
 
 import numpy as np
@@ -178,4 +183,59 @@ assert _engine.serve(s) == 14 and "malformed request" in _engine.CALLS[14]
 s.ctl[_engine.GPU_NEXT] += 1  # (past it: an op no PUT_FROM has, the same)
 post(_ring.code(_ring.PUT_FROM, 0, _ring.FROM_NBI + 1), 0, CHUNK * 4, source.ctypes.data)
 assert _engine.serve(s) == 14
+s.ctl[_engine.GPU_NEXT] += 1
+
+
+# 6. a copy out that fails (an illegal address: 700), at once or once asked
+@cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.int64))
+def copy_out_fails(dst, src, n, wait):
+    return 700
+
+
+@cfunc(types.int32())
+def settled_fails():
+    return 700
+
+
+for failing in ({"copy_out": _engine.COPY_OUT(copy_out_fails.address)},
+                {"copy_out": _engine.COPY_OUT(copy_out_later.address),
+                 "settled": _engine.SETTLED(settled_fails.address)}):
+    s = s._replace(**failing)
+    s.ctl[_engine.FAILED_CALL] = s.ctl[_engine.FAILED_RC] = 0
+    sent, copied = s.ctl[_engine.SENT], later[4]
+    t = post(_ring.code(_ring.PUT_FROM), 0, CHUNK * 4, source.ctypes.data)
+    assert _engine.serve(s) == 11 and "copying out of the GPU's heap" in _engine.CALLS[11]
+    assert s.ctl[_engine.FAILED_RC] == 700 and not done(t)
+    assert s.ctl[_engine.SENT] == sent and s.ctl[_engine.DATA_IN_FLIGHT] == 0
+    s.ctl[_engine.GPU_NEXT] += 1
+    later[2] = 0  # (the copy asked is dropped)
+assert (heap == want).all(), "a put whose copy out failed changed the heap"
+
+
+# 7. MPI_Test failing while the second piece's copy out runs (the first
+# one's data in flight meanwhile)
+@cfunc(types.int32(types.uint64, types.uint64, types.uint64))
+def test_fails(request, flag, status):
+    return 1
+
+
+s = s._replace(copy_out=_engine.COPY_OUT(copy_out_later.address),
+               settled=_engine.SETTLED(settled_later.address))
+s.ctl[_engine.FAILED_CALL] = 0
+first = post(_ring.code(_ring.PUT_FROM), 4096, CHUNK * 4, source.ctypes.data)
+assert _engine.drain(s) == 1 and _engine.flush(s) and s.ctl[_engine.DATA_IN_FLIGHT] == 1
+mpi_test = s.test
+s = s._replace(test=ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 3)(test_fails.address))
+later[3] += later[3] % 2  # (the next settled says "not yet" once)
+second = post(_ring.code(_ring.PUT_FROM), 4096 + CHUNK * 4, CHUNK * 4,
+              source.ctypes.data + CHUNK * 4)
+assert _engine.drain(s) == -1 and _engine.CALLS[s.ctl[_engine.FAILED_CALL]] == "MPI_Test failed"
+assert done(first) and not done(second)
+s = s._replace(test=mpi_test)  # (then both land: the first's data was sent)
+want[4096:4096 + 2 * CHUNK * 4] = source[:2 * CHUNK * 4]
+for _ in range(1000):  # (COMPLETE stays at the tickets skipped above)
+    assert _engine.serve(s) == 0, _engine.CALLS[s.ctl[_engine.FAILED_CALL]]
+    if done(second) and not _engine.sending(s):
+        break
+assert (heap == want).all(), "the puts did not land"
 print("ok")
