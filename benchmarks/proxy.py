@@ -94,6 +94,11 @@ def main():
         print(f"{row['bytes']:>10} {block:>10.0f} {nbi:>10.0f} {ours:>10.0f} {send:>10.0f} "
               f"{mpi_put:>10} {block / send:>11.2f} {nbi / send:>9.2f} {ours / send:>9.2f} "
               f"{versus_put:>8}")
+    size, stages = r.get("put_block_stages") or (0, [])
+    if stages:
+        print(f"a window of put_blocks of {size} bytes, one more round with both proxies "
+              "tracing, per piece (median us): "
+              + "; ".join(f"{name} {us:.1f}" for name, us, _seen in stages))
     mpi = r["mpi_round_trip_s"] * 1e6
     print(f"round trip, best of 3 rounds of 300 in one kernel: p of a flag "
           f"{r['p_round_trip_s'] * 1e6:.1f} us, put_signal of 8 bytes "

@@ -51,30 +51,24 @@ def shmem_bandwidth(me, dest, source, size):
 
 
 @cuda.jit
-def put_blocks(dest, source, size, window):
-    """One block: ``window`` put_blocks of ``size`` bytes into PE 1, then quiet."""
+def put_blocks(dest, source, size, window, nbi):
+    """One block: ``window`` put_blocks (``nbi``: put_nbi_blocks) of ``size``
+    bytes into PE 1, then quiet."""
     for _ in range(window):
-        shmem.put_block(dest[:size], source[:size], 1)
+        if nbi:
+            shmem.put_nbi_block(dest[:size], source[:size], 1)
+        else:
+            shmem.put_block(dest[:size], source[:size], 1)
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
         shmem.quiet()
 
 
-@cuda.jit
-def put_nbi_blocks(dest, source, size, window):
-    """One block: ``window`` put_nbi_blocks of ``size`` bytes into PE 1, then quiet."""
-    for _ in range(window):
-        shmem.put_nbi_block(dest[:size], source[:size], 1)
-    cuda.syncthreads()
-    if cuda.threadIdx.x == 0:
-        shmem.quiet()
-
-
-def device_bandwidth(me, dest, source, size, kernel_of=put_blocks):
-    """Seconds for WINDOW put_blocks (or put_nbi_blocks) of ``size`` bytes into
-    PE 1 from one block of a kernel of PE 0 (256 threads), and their quiet."""
+def device_bandwidth(me, dest, source, size, nbi=False):
+    """Seconds for WINDOW put_blocks (``nbi``: put_nbi_blocks) of ``size`` bytes
+    into PE 1 from one block of a kernel of PE 0 (256 threads), and their quiet."""
     def kernel(window=WINDOW):
-        kernel_of[1, 256](dest, source, size, window)
+        put_blocks[1, 256](dest, source, size, window, nbi)
         cuda.synchronize()
     if me == 0:
         kernel(1)  # (compiled before it is timed)
@@ -184,6 +178,31 @@ def chains(traces, steps, origins):
                     span.append(gap)
     return [(name, float(np.median(span)) / 1e3, float(np.mean(span)) / 1e3, len(span))
             for (_pe, _event, _tag, name), span in zip(steps[1:], spans) if span]
+
+
+def put_stages(traces):
+    """Where a window of large puts (PUT_FROM pieces, copied out of PE 0's heap)
+    goes, from both proxies' traces (one clock): per piece, the median us of
+    its copy out of the GPU, from its taking to its data landed at PE 1 (the
+    batch and its DATA through MPI), from landed to answered (the copy into
+    PE 1's heap done), and between two pieces taken (how often one goes); none
+    where the puts staged their chunks in the ring instead."""
+    origin, target = traces[0].tolist(), traces[1].tolist()
+    copies = [a / 1e3 for event, a, call, _at in origin
+              if event == _engine.CALLED and call == 11]
+    if not copies:  # (no PUT_FROM: the puts staged their chunks in the ring)
+        return []
+    taken = {rid: at for event, rid, _b, at in origin if event == _engine.TAKEN}
+    landed = {rid: at for event, rid, _b, at in target if event == _engine.LANDED}
+    answered = {rid: at for event, rid, _b, at in target if event == _engine.ANSWERED}
+    moved = [(landed[rid] - at) / 1e3 for rid, at in taken.items() if rid in landed]
+    applied = [(answered[rid] - at) / 1e3 for rid, at in landed.items() if rid in answered]
+    every = np.diff(sorted(taken.values())) / 1e3
+    return [(name, float(np.median(span)), len(span))
+            for name, span in (("copy out of the GPU", copies),
+                               ("taken -> its data landed at the target", moved),
+                               ("landed -> answered (copied into the heap)", applied),
+                               ("one piece taken every", every)) if len(span)]
 
 
 def runs_of(trace):
@@ -377,7 +396,7 @@ def main():
         row = {"bytes": size}
         runs = [("shmem_put_block_s", device_bandwidth(me, dest, device_source, size)),
                 ("shmem_put_nbi_block_s", device_bandwidth(me, dest, device_source, size,
-                                                           put_nbi_blocks)),
+                                                           nbi=True)),
                 ("shmem_put_s", shmem_bandwidth(me, dest, source, size)),
                 ("mpi_send_s", mpi_bandwidth(comm, me, buf, size, False, win))]
         if win is not None:
@@ -405,6 +424,8 @@ def main():
             traces = traced(proxy, comm, run)
             if me == 0:
                 results.setdefault("bandwidth_traces", {})[key] = [t.tolist() for t in traces]
+                if key == "put_block":
+                    results["put_block_stages"] = [size, put_stages(traces)]
     counted = getattr(proxy, "counters", None)  # (the compiled proxy's)
     before, start = counted and counted(), time.perf_counter()
     for key, run in (("p_round_trip_s", shmem_round_trip(me, iters, 0)),

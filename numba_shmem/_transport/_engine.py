@@ -183,10 +183,12 @@ TRACE_WORDS, TRACE_RECORDS = 4, 1 << 16
 #: events: a request taken from a ring (its rid, target PE); a batch sent (peer,
 #: tag); one received (source, tag); a call into a GPU's heap ended (its ns,
 #: its FAILED_CALL number); an answer queued (rid, origin PE); an answer taken
-#: at the origin (rid, target PE)
-TAKEN, SENT_BATCH, RECEIVED, CALLED, ANSWERED, ANSWER_TAKEN = 1, 2, 3, 4, 5, 6
+#: at the origin (rid, target PE); a put's data received at its target (rid,
+#: bytes); a DATA message's send done (its ticket, bytes)
+TAKEN, SENT_BATCH, RECEIVED, CALLED, ANSWERED, ANSWER_TAKEN, LANDED, DATA_SENT = range(1, 9)
 EVENTS = {TAKEN: "taken", SENT_BATCH: "sent", RECEIVED: "received", CALLED: "target call",
-          ANSWERED: "answered", ANSWER_TAKEN: "answer taken"}
+          ANSWERED: "answered", ANSWER_TAKEN: "answer taken", LANDED: "data landed",
+          DATA_SENT: "data sent"}
 
 #: refusal reasons (a STATUS word, or a refusal record's): outside the mapped
 #: part of the heap, misaligned, an operation it does not apply, malformed; and
@@ -607,6 +609,8 @@ def landed_data(s, wait):
             return 0
     s.ctl[RECV_HEAD] = (k + 1) % RECV_MAX
     s.ctl[RECV_COUNT] -= 1
+    if s.ctl[TRACING]:
+        note(s, LANDED, s.rinfo[k, 3], s.rinfo[k, 2], 0)
     at = s.rinfo[k, 0]
     if not land_copy(s, s.rinfo[k, 1], at, s.rinfo[k, 2]):
         return -1
@@ -896,6 +900,8 @@ def reap(s):
                 s.dstate[d] = 0
                 s.ctl[DATA_IN_FLIGHT] -= 1
                 ticket, run = s.dticket[d], s.drun[d]
+                if s.ctl[TRACING]:
+                    note(s, DATA_SENT, ticket, run, 0)
                 if run > 0:
                     _fence()
                     for t in range(ticket, ticket + run):
