@@ -160,7 +160,7 @@ CALLS = ("", "MPI_Isend failed", "MPI_Recv failed", "MPI_Iprobe failed", "MPI_Te
          "copying out of the GPU's heap (or work before it on the proxy's stream) failed",
          "applying atomics, signals and p's on the GPU failed",
          "an answer to no request it sent, or malformed, came (a batch of another library?)",
-         "a malformed request was in the GPU's ring")
+         "a malformed request was in the GPU's ring", "MPI_Irecv failed")
 #: atomics and signals toward a heap on a GPU wait here, five int64 each
 #: (address, code, value, cond, the old value), to be applied together
 #: (``Target.apply``) before the next request that is not one
@@ -581,7 +581,7 @@ def receive_data(s, at, address, n, rid, source):
     comm, byte = _arg(s.irecv, 5, s.ctl[COMM]), _arg(s.irecv, 2, s.ctl[BYTE])
     if s.irecv(_arg(s.irecv, 0, np.int64(s.land.ctypes.data) + at), n, byte, source, TAG_DATA,
                comm, s.rreq[k:k + 1].ctypes.data) != 0:
-        s.ctl[FAILED_CALL] = 2
+        s.ctl[FAILED_CALL] = 15
         return False
     s.rinfo[k, 0], s.rinfo[k, 1], s.rinfo[k, 2], s.rinfo[k, 3], s.rinfo[k, 4] = \
         at, address, n, rid, source

@@ -19,6 +19,9 @@ written again before the copies from it have run. Prints ``ok``.
    the next batches are taken (RECV_MAX receives at once, none copied until
    it has arrived), then copied in order and answered once copied; a put
    carried in a batch after one waits for its data.
+6. A failure on the data's way stops the loop with its reason: the
+   receive's post (MPI_Irecv), its test (MPI_Test), the copy into the heap
+   once it has arrived (the driver's error kept).
 """
 
 import ctypes
@@ -205,4 +208,40 @@ assert [a[:2] for a in asked[copies:]] == [(3 * PIECE, 5000), (3 * PIECE + 1000,
 settled()
 wrong = int((gpu != want).sum())
 assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
+
+
+# 6. failures on the data's way
+def take_put(offset, n, loop):
+    """Send a batch of one put of ``n`` bytes sent apart; ``loop`` takes it."""
+    record = np.array([rid[0] * 2, _ring.code(_ring.PUT) | _engine.FOLLOWS, offset, n, 0, 0],
+                      np.int64)
+    rid[0] += 1
+    comm.Isend([record.view(np.uint8), MPI.BYTE], 0, _engine.TAG_REQ).Wait()
+    while _engine.look(s.iprobe, s.ctl, s.flag, s.status, _engine.TAG_REQ) <= 0:
+        pass
+    return _engine.receive(loop)
+
+
+def fails(function):
+    return type(function)(lambda *args: 1)
+
+
+def failed(why):
+    return _engine.CALLS[s.ctl[_engine.FAILED_CALL]] == why
+
+
+assert take_put(6 * PIECE, 500, s._replace(irecv=fails(s.irecv))) == -1
+assert failed("MPI_Irecv failed") and s.ctl[_engine.RECV_COUNT] == 0
+assert take_put(6 * PIECE, 500, s) == 1 and s.ctl[_engine.RECV_COUNT] == 1
+data = rng.integers(0, 256, 500, dtype=np.uint8)
+comm.Isend([data, MPI.BYTE], 0, _engine.TAG_DATA).Wait()
+assert _engine.landed_data(s._replace(test=fails(s.test)), True) == -1
+assert failed("MPI_Test failed") and s.ctl[_engine.RECV_COUNT] == 1
+s.ctl[_engine.FAILED_CALL] = 0
+copies = len(asked)
+assert _engine.landed_data(s, True) == 1 and len(asked) == copies  # (the copy waits to be joined)
+s.ctl[_engine.FAILED_RC] = 0
+assert not _engine.issue_copy(s._replace(copy_in=_engine.COPY_IN(lambda *args: 700)))
+assert failed("copying into the GPU's heap failed") and s.ctl[_engine.FAILED_RC] == 700
+assert len(asked) == copies and (gpu == want).all(), "a copy that failed changed the heap"
 print("ok")
