@@ -183,12 +183,14 @@ def chains(traces, steps, origins):
 def put_stages(traces):
     """Where a window of large puts (PUT_FROM pieces, copied out of PE 0's heap)
     goes, from both proxies' traces (one clock): per piece, the median us of
-    its copy out of the GPU, from its taking to its data landed at PE 1 (the
-    batch and its DATA through MPI), from landed to answered (the copy into
-    PE 1's heap done), and between two pieces taken (how often one goes); none
+    its copy out of the GPU (the loop keeps MPI's sends moving meanwhile: the
+    span holds their work too), from its taking to its data landed at PE 1
+    (the batch and its DATA through MPI, behind the pieces before it), from
+    landed to answered (its copy into PE 1's heap and all the work asked
+    before it done), and between two pieces taken (how often one goes); none
     where the puts staged their chunks in the ring instead."""
     origin, target = traces[0].tolist(), traces[1].tolist()
-    copies = [a / 1e3 for event, a, call, _at in origin
+    copies = [a / 1e3 for event, a, call, _at in origin  # (call 11: CALLS[11], the copy out)
               if event == _engine.CALLED and call == 11]
     if not copies:  # (no PUT_FROM: the puts staged their chunks in the ring)
         return []
@@ -197,11 +199,12 @@ def put_stages(traces):
     answered = {rid: at for event, rid, _b, at in target if event == _engine.ANSWERED}
     moved = [(landed[rid] - at) / 1e3 for rid, at in taken.items() if rid in landed]
     applied = [(answered[rid] - at) / 1e3 for rid, at in landed.items() if rid in answered]
-    every = np.diff(sorted(taken.values())) / 1e3
+    every = np.diff(sorted(at for rid, at in taken.items() if rid in landed)) / 1e3
     return [(name, float(np.median(span)), len(span))
-            for name, span in (("copy out of the GPU", copies),
+            for name, span in (("copy out of the GPU, MPI's sends moved meanwhile", copies),
                                ("taken -> its data landed at the target", moved),
-                               ("landed -> answered (copied into the heap)", applied),
+                               ("landed -> answered (its copy in and the work before done)",
+                                applied),
                                ("one piece taken every", every)) if len(span)]
 
 

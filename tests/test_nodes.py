@@ -132,7 +132,7 @@ def test_a_batch_toward_a_gpus_heap_is_copied_from_where_it_landed():
     a run past the heap's end lands its whole chunks before it, then is refused;
     a put's data is received while the next batches are taken, and copied in
     order once it has come; a failure on its way (MPI_Irecv, MPI_Test, the copy
-    into the heap) stops the loop with its reason."""
+    into the heap) makes the loop's step fail with its reason."""
     # (under mpiexec: Open MPI 4 starts no MPI in a plain process without an ssh agent)
     result = nodes_run(1, 1, "batch_landing.py", timeout=120)
     assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)

@@ -184,7 +184,8 @@ TRACE_WORDS, TRACE_RECORDS = 4, 1 << 16
 #: tag); one received (source, tag); a call into a GPU's heap ended (its ns,
 #: its FAILED_CALL number); an answer queued (rid, origin PE); an answer taken
 #: at the origin (rid, target PE); a put's data received at its target (rid,
-#: bytes); a DATA message's send done (its ticket, bytes)
+#: bytes); a DATA message's send done (the ring ticket it came from, -1 for
+#: an answer's; then a run's length, -(segment + 1) for a PUT_FROM's, or 0)
 TAKEN, SENT_BATCH, RECEIVED, CALLED, ANSWERED, ANSWER_TAKEN, LANDED, DATA_SENT = range(1, 9)
 EVENTS = {TAKEN: "taken", SENT_BATCH: "sent", RECEIVED: "received", CALLED: "target call",
           ANSWERED: "answered", ANSWER_TAKEN: "answer taken", LANDED: "data landed",

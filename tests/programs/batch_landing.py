@@ -19,9 +19,9 @@ written again before the copies from it have run. Prints ``ok``.
    the next batches are taken (RECV_MAX receives at once, none copied until
    it has arrived), then copied in order and answered once copied; a put
    carried in a batch after one waits for its data.
-6. A failure on the data's way stops the loop with its reason: the
-   receive's post (MPI_Irecv), its test (MPI_Test), the copy into the heap
-   once it has arrived (the driver's error kept).
+6. A failure on the data's way makes the loop's step fail with its reason:
+   the receive's post (MPI_Irecv), its test (MPI_Test), the copy into the
+   heap once it has arrived (the driver's error kept).
 """
 
 import ctypes
@@ -243,5 +243,4 @@ assert _engine.landed_data(s, True) == 1 and len(asked) == copies  # (the copy w
 s.ctl[_engine.FAILED_RC] = 0
 assert not _engine.issue_copy(s._replace(copy_in=_engine.COPY_IN(lambda *args: 700)))
 assert failed("copying into the GPU's heap failed") and s.ctl[_engine.FAILED_RC] == 700
-assert len(asked) == copies and (gpu == want).all(), "a copy that failed changed the heap"
 print("ok")

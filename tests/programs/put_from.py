@@ -205,7 +205,7 @@ for failing in ({"copy_out": _engine.COPY_OUT(copy_out_fails.address)},
     sent, copied = s.ctl[_engine.SENT], later[4]
     t = post(_ring.code(_ring.PUT_FROM), 0, CHUNK * 4, source.ctypes.data)
     assert _engine.serve(s) == 11 and "copying out of the GPU's heap" in _engine.CALLS[11]
-    assert s.ctl[_engine.FAILED_RC] == 700 and not done(t)
+    assert s.ctl[_engine.FAILED_RC] == 700 and not done(t) and later[4] == copied
     assert s.ctl[_engine.SENT] == sent and s.ctl[_engine.DATA_IN_FLIGHT] == 0
     s.ctl[_engine.GPU_NEXT] += 1
     later[2] = 0  # (the copy asked is dropped)
