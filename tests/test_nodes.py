@@ -165,6 +165,16 @@ def test_puts_from_the_gpus_heap_are_copied_out_by_the_proxy():
     assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)
 
 
+def test_host_puts_return_once_copied_and_land_as_given():
+    """PE 0's host puts into PE 1, each source written again as soon as its
+    put returns (tests/programs/host_put_copies.py): puts up to COPY_MAX go
+    from copies the proxy keeps (at most KEPT_MAX bytes at once), a larger
+    one from the caller's memory; PE 1 holds what each put was given, the
+    later of two into the same bytes last."""
+    result = nodes_run(2, 1, "host_put_copies.py", timeout=300)
+    assert "PE 1: host put copies ok" in result.stdout, result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("heap", ["host", "function"])
 def test_puts_from_kernel_and_host_land_in_program_order_whatever_the_runs(heap):
     """Property (tests/programs/runs_model.py, hypothesis against a numpy

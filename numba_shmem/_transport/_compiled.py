@@ -27,9 +27,14 @@ _DESC = _ring.DESCRIPTOR // 8
 _FREE, _DONE, _ANSWER = _ring.FREE // 8, _ring.DONE // 8, _ring.ANSWER // 8
 _COMPLETE, _STAGING, _STATUS = _ring.COMPLETE // 8, _ring.STAGING, _engine.STATUS // 8
 _KINDS = {_ring.PUT: "put", _ring.GET: "get", _ring.ATOMIC: "atomic", _ring.SIGNAL: "signal"}
-#: a host put of at most this many bytes is staged (copied) when posted and
-#: returns at once; a larger one waits until MPI has sent it from its memory
-COPY_MAX = 64 << 10
+#: a host put of at most this many bytes (one request's) is copied as it is
+#: posted, the copy kept until MPI has sent it, and returns at once, so that
+#: puts follow each other while MPI sends; a larger one is sent from the
+#: caller's memory, its pieces in flight together, and waits until MPI has
+#: sent them (on two cores, copies of 4 MiB puts cost more than they saved)
+COPY_MAX = _engine.PIECE
+#: the most bytes of such copies kept at once: a put waits for room
+KEPT_MAX = 64 << 20
 #: the most pieces of one call in the ring at once: a call waits for its
 #: earlier pieces before it posts more, so that a transfer of any size never
 #: waits for room that only its own pieces hold
@@ -107,6 +112,7 @@ class CompiledProxy:
         self._tickets = 0  # the host ring's tickets taken
         self._what = [None] * _SLOTS  # each slot's caller and target PE, for errors
         self._kept = {}  # ticket -> the copy a put is sent from, until MPI has sent it
+        self._kept_bytes = 0
         self._refusals_seen = 0
         self._failure = None
         self._stopping = False
@@ -192,6 +198,11 @@ class CompiledProxy:
                 self._check(pe, what)
                 self._pause(deadline, pe, what, "room in the ring", 0)
                 self._let_go()
+            while keep is not None and self._kept and \
+                    self._kept_bytes + keep.nbytes > KEPT_MAX:  # (sent puts free room)
+                self._check(pe, what)
+                self._pause(deadline, pe, what, "room for its copy", 0)
+                self._let_go()
             self._tickets = t + 1
             if data is not None and data.size:
                 self._host[_STAGING + slot * _CHUNK:_STAGING + slot * _CHUNK + data.size] = data
@@ -207,6 +218,7 @@ class CompiledProxy:
             self._what[slot] = (what, pe)
             if keep is not None:
                 self._kept[t] = keep
+                self._kept_bytes += keep.nbytes
             words[d] = t + 1  # published: last
             if self._state.ctl[_engine.SLEEPING]:
                 try:
@@ -219,7 +231,7 @@ class CompiledProxy:
         """Give back the slots (and drop the copies) of the kept puts MPI has
         sent (the lock held)."""
         for t in [t for t in self._kept if self._words[_DONE + t % _SLOTS] == t + 1]:
-            del self._kept[t]
+            self._kept_bytes -= self._kept.pop(t).nbytes
             self._give_back(t)
 
     def _take(self, t, pe, what):
@@ -331,6 +343,7 @@ class CompiledProxy:
             self._pause(deadline, waited, what, "its requests", polls)
             polls += 1
         with self._lock:
+            self._let_go()  # (the copies of puts MPI has sent: dropped)
             self._raise_refused()  # complete, but some target refused a request
 
     # -- errors ------------------------------------------------------------------------

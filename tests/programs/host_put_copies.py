@@ -1,0 +1,55 @@
+"""A host put toward another node returns once its data is copied: up to
+_compiled.COPY_MAX bytes go from copies the proxy keeps until MPI has sent
+them (at most KEPT_MAX bytes of them at once), a larger put from the caller's
+memory. PE 0 puts into PE 1 and writes each source again as soon as the put
+returns; after quiet and a barrier PE 1 holds what each put was given, the
+later of two puts into the same bytes last.
+
+    NUMBA_SHMEM_NODE_SIZE=1 mpiexec -n 2 python host_put_copies.py
+
+Prints ``PE 1: host put copies ok``.
+"""
+
+import numba_shmem as shmem  # first: on a machine without a GPU it picks the simulator
+import numpy as np
+from numba_shmem import _runtime
+from numba_shmem._transport import _compiled, _engine
+
+COPY_MAX, KEPT_MAX, PIECE = _compiled.COPY_MAX, _compiled.KEPT_MAX, _engine.PIECE
+#: (offset, bytes) of each put: a slot's, copies, more than KEPT_MAX of copies
+#: in all, into the same bytes again, and ones from the caller's memory
+PUTS = ([(0, 9000), (4096, COPY_MAX), (1 << 20, 70_000), (3, PIECE + 5)]
+        + [((k % 4) * COPY_MAX, COPY_MAX) for k in range(2 * KEPT_MAX // COPY_MAX)]
+        + [(COPY_MAX, COPY_MAX + 8)])
+
+
+def main():
+    shmem.init()
+    me = shmem.my_pe()
+    heap = shmem.zeros(6 * COPY_MAX, np.uint8)
+    proxy = _runtime.current().proxy
+    expected = np.zeros(heap.size, np.uint8)
+    rng = np.random.default_rng(5)
+    source = np.empty(heap.size, np.uint8)
+    most = 0
+    for offset, nbytes in PUTS:
+        data = rng.integers(1, 256, nbytes, dtype=np.uint8)
+        expected[offset:offset + nbytes] = data
+        if me == 0:
+            source[:nbytes] = data
+            shmem.put(heap[offset:offset + nbytes], source[:nbytes], 1)
+            source[:nbytes] = 0  # (reused at once: the put took its data)
+            most = max(most, proxy._kept_bytes)
+    if me == 0:
+        assert 0 < most <= KEPT_MAX, most
+        shmem.quiet()
+    shmem.barrier_all()
+    if me == 1:
+        wrong = int((heap.copy_to_host() != expected).sum())
+        assert wrong == 0, f"{wrong} bytes differ from what the puts were given"
+        print("PE 1: host put copies ok", flush=True)
+    shmem.finalize()
+
+
+if __name__ == "__main__":
+    main()
