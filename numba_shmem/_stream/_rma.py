@@ -72,7 +72,7 @@ def _put_data(runtime, tier, put, pe, handle):
         return
     if base is None:  # another node: after the stream's work, staged through the proxy
         runtime.proxy.put(pe, remote.offset, _from_stream(tier, local, source, handle),
-                          "shmem.put")
+                          "shmem.put", owned=not local.host)  # (a device array's: a copy)
         return
     tier.enqueue.copy(base + remote.offset, local.address, local.nbytes, handle,
                       "from" if local.host else None)

@@ -198,10 +198,13 @@ class CompiledProxy:
                 self._check(pe, what)
                 self._pause(deadline, pe, what, "room in the ring", 0)
                 self._let_go()
+            polls = 0
             while keep is not None and self._kept and \
                     self._kept_bytes + keep.nbytes > KEPT_MAX:  # (sent puts free room)
                 self._check(pe, what)
-                self._pause(deadline, pe, what, "room for its copy", 0)
+                self._pause(deadline, self._kept_toward, what, "room for its copy (the "
+                            "copies of earlier puts, until MPI has sent them)", polls)
+                polls += 1
                 self._let_go()
             self._tickets = t + 1
             if data is not None and data.size:
@@ -226,6 +229,10 @@ class CompiledProxy:
                 except BlockingIOError:  # (the pipe is full: the loop wakes anyway)
                     pass
             return t
+
+    def _kept_toward(self):
+        """The PEs the kept copies' puts go to (for the error of a wait for room)."""
+        return sorted({self._what[t % _SLOTS][1] for t in self._kept})
 
     def _let_go(self):
         """Give back the slots (and drop the copies) of the kept puts MPI has
@@ -257,19 +264,20 @@ class CompiledProxy:
             what, pe, int(words[d + 1]), int(words[d + 3]), int(words[d + 4]), reason,
             int(words[_ANSWER + slot])))
 
-    def put(self, pe, offset, data, what):
+    def put(self, pe, offset, data, what, owned=False):
         """Copy ``data`` (a numpy array) to ``offset`` of PE ``pe``'s heap;
         return once ``data`` may be reused: up to a slot's staging is copied
         into the slot, up to COPY_MAX bytes into a copy the proxy keeps until
-        MPI has sent it; a larger array is sent from its memory in pieces, and
-        the call returns once MPI has sent them."""
+        MPI has sent it (``owned``: ``data`` itself, a copy the caller made for
+        this put and gives up); a larger array is sent from its memory in
+        pieces, and the call returns once MPI has sent them."""
         flat = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         code = _ring.code(_ring.PUT)
         if flat.size <= _CHUNK:
             self._post(pe, code, offset, flat.size, what, data=flat)
             return
         if flat.size <= COPY_MAX:  # sent from a copy, kept until MPI has sent it
-            copy = flat.copy()
+            copy = flat if owned else flat.copy()
             self._post(pe, code, offset, copy.size, what, address=copy.ctypes.data, keep=copy)
             return
         starts = range(0, flat.size, _engine.PIECE)

@@ -1,9 +1,10 @@
 """A host put toward another node returns once its data is copied: up to
-_compiled.COPY_MAX bytes go from copies the proxy keeps until MPI has sent
-them (at most KEPT_MAX bytes of them at once), a larger put from the caller's
-memory. PE 0 puts into PE 1 and writes each source again as soon as the put
-returns; after quiet and a barrier PE 1 holds what each put was given, the
-later of two puts into the same bytes last.
+_compiled.COPY_MAX bytes go from a copy the proxy keeps until MPI has sent it
+(at most KEPT_MAX bytes of copies at once: here 3 MiB, so that the puts wait
+for room), a larger put from the caller's memory. PE 0 puts into PE 1 and
+writes each source again as soon as the put returns; after quiet and a
+barrier PE 1 holds what each put was given, the later of two puts into the
+same bytes last.
 
     NUMBA_SHMEM_NODE_SIZE=1 mpiexec -n 2 python host_put_copies.py
 
@@ -15,11 +16,12 @@ import numpy as np
 from numba_shmem import _runtime
 from numba_shmem._transport import _compiled, _engine
 
-COPY_MAX, KEPT_MAX, PIECE = _compiled.COPY_MAX, _compiled.KEPT_MAX, _engine.PIECE
-#: (offset, bytes) of each put: a slot's, copies, more than KEPT_MAX of copies
-#: in all, into the same bytes again, and ones from the caller's memory
+_compiled.KEPT_MAX = KEPT_MAX = 3 << 20
+COPY_MAX, PIECE = _compiled.COPY_MAX, _engine.PIECE
+#: (offset, bytes) of each put: a slot's, copies, many more than KEPT_MAX of
+#: copies in all (into the same bytes again), and ones from the caller's memory
 PUTS = ([(0, 9000), (4096, COPY_MAX), (1 << 20, 70_000), (3, PIECE + 5)]
-        + [((k % 4) * COPY_MAX, COPY_MAX) for k in range(2 * KEPT_MAX // COPY_MAX)]
+        + [((k % 4) * COPY_MAX, COPY_MAX - k) for k in range(40)]
         + [(COPY_MAX, COPY_MAX + 8)])
 
 
@@ -30,18 +32,18 @@ def main():
     proxy = _runtime.current().proxy
     expected = np.zeros(heap.size, np.uint8)
     rng = np.random.default_rng(5)
+    data = [rng.integers(1, 256, nbytes, dtype=np.uint8) for _offset, nbytes in PUTS]
     source = np.empty(heap.size, np.uint8)
     most = 0
-    for offset, nbytes in PUTS:
-        data = rng.integers(1, 256, nbytes, dtype=np.uint8)
-        expected[offset:offset + nbytes] = data
+    for (offset, nbytes), given in zip(PUTS, data):
+        expected[offset:offset + nbytes] = given
         if me == 0:
-            source[:nbytes] = data
+            source[:nbytes] = given
             shmem.put(heap[offset:offset + nbytes], source[:nbytes], 1)
             source[:nbytes] = 0  # (reused at once: the put took its data)
             most = max(most, proxy._kept_bytes)
-    if me == 0:
-        assert 0 < most <= KEPT_MAX, most
+    if me == 0:  # (the puts came faster than MPI sent them: they waited for room)
+        assert KEPT_MAX - COPY_MAX < most <= KEPT_MAX, most
         shmem.quiet()
     shmem.barrier_all()
     if me == 1:
