@@ -467,5 +467,8 @@ class CompiledProxy:
         self._state.ctl[_engine.STOP] = 1
         self._thread.join(timeout=max(self._wait_timeout or 0, 10.0))
         if not self._thread.is_alive():
+            if self._failure is None:  # (the loop ended once all it held was sent; one
+                self._kept.clear()  # that failed may have left MPI sending from them)
+                self._kept_bytes = 0
             os.close(self._lockfd)
             self._undo.unwind()
