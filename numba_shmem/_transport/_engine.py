@@ -562,6 +562,16 @@ def land(s, n):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
+def completed(s, requests, k):
+    """Whether MPI's request ``requests[k]`` is complete (MPI_Test): 1, 0, or
+    -1 if MPI failed (recorded)."""
+    if s.test(requests[k:k + 1].ctypes.data, s.flag.ctypes.data, 0) != 0:
+        s.ctl[FAILED_CALL] = 4
+        return -1
+    return 1 if s.flag[0] != 0 else 0
+
+
+@njit(nogil=True, cache=True, _nrt=False)
 def receiving_into(s, seg):
     """Whether a data receive not yet landed goes into landing segment ``seg``."""
     for j in range(s.ctl[RECV_COUNT]):
@@ -601,10 +611,10 @@ def landed_data(s, wait):
         return 0
     k = s.ctl[RECV_HEAD]
     while True:
-        if s.test(s.rreq[k:k + 1].ctypes.data, s.flag.ctypes.data, 0) != 0:
-            s.ctl[FAILED_CALL] = 4
+        done = completed(s, s.rreq, k)
+        if done < 0:
             return -1
-        if s.flag[0] != 0:
+        if done:
             break
         if not wait:
             return 0
@@ -881,10 +891,10 @@ def reap(s):
             break
         if s.bstate[b] == 2:
             left -= 1
-            if s.test(s.breq[b:b + 1].ctypes.data, s.flag.ctypes.data, 0) != 0:
-                s.ctl[FAILED_CALL] = 4
+            done = completed(s, s.breq, b)
+            if done < 0:
                 return -1
-            if s.flag[0]:
+            if done:
                 s.bstate[b] = 0
                 s.ctl[IN_FLIGHT] -= 1
                 freed += 1
@@ -894,10 +904,10 @@ def reap(s):
             break
         if s.dstate[d] == 1:
             left -= 1
-            if s.test(s.dreq[d:d + 1].ctypes.data, s.flag.ctypes.data, 0) != 0:
-                s.ctl[FAILED_CALL] = 4
+            done = completed(s, s.dreq, d)
+            if done < 0:
                 return -1
-            if s.flag[0]:
+            if done:
                 s.dstate[d] = 0
                 s.ctl[DATA_IN_FLIGHT] -= 1
                 ticket, run = s.dticket[d], s.drun[d]
