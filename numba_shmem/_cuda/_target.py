@@ -116,8 +116,8 @@ def _host_buffer(undo, nbytes):
 def _records_loop(done, staged=False):
     """PTX: apply the %rd11 records of ``_engine.PEND_WORDS`` words at %rd10
     (address, code, value's bits, cond's bits, the old value's bits: written
-    where the code fetches) in order, each with the instruction of its one-request kernel above; then
-    go to ``done``. ``staged``: each record's first four words are read from
+    where the code fetches) in order, each with the instruction of its
+    one-request kernel above; then go to ``done``. ``staged``: each record's first four words are read from
     a copy in shared memory at %rd20 (``STAGED_WORDS`` words a record), not
     from %rd10."""
     cases = [(_ring.code(_ring.ATOMIC, index, _ring.ATOMIC_OPS.index(op)),
@@ -542,14 +542,20 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         carray(pointer(np.uint64(counts_at), np.int64(0)), 4)[3] = flag
 
     @njit
+    def seen_idle():
+        """Record that the stream has no work left: nothing it was asked to
+        write is still on its way."""
+        unlanded(0)
+        asked(0)
+
+    @njit
     def idle():
         """Whether the stream has no work left (asked only when it may)."""
         if carray(pointer(np.uint64(counts_at), np.int64(0)), 4)[3] == 0:
             return True
         if query(stream) != 0:
             return False
-        unlanded(0)
-        asked(0)
+        seen_idle()
         return True
 
     @njit
@@ -560,8 +566,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             return rc
         rc = synchronize(stream)
         if rc == 0:
-            unlanded(0)
-            asked(0)
+            seen_idle()
         return rc
 
     @njit
@@ -696,8 +701,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     def settled():
         rc = query(stream)
         if rc == 0:
-            unlanded(0)
-            asked(0)
+            seen_idle()
         return -1 if rc == _NOT_READY else rc
 
     return copy_in, copy_out, apply, settled, mark, reached
