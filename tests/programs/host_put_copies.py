@@ -4,7 +4,8 @@ _compiled.COPY_MAX bytes go from a copy the proxy keeps until MPI has sent it
 for room), a larger put from the caller's memory. PE 0 puts into PE 1 and
 writes each source again as soon as the put returns; after quiet and a
 barrier PE 1 holds what each put was given, the later of two puts into the
-same bytes last.
+same bytes last. Copies never let go, a put waits for room until its timeout,
+an error that names PE 1.
 
     NUMBA_SHMEM_NODE_SIZE=1 mpiexec -n 2 python host_put_copies.py
 
@@ -45,6 +46,20 @@ def main():
     if me == 0:  # (the puts came faster than MPI sent them: they waited for room)
         assert KEPT_MAX - COPY_MAX < most <= KEPT_MAX, most
         shmem.quiet()
+        # copies never let go: a put waits for room until the timeout, which
+        # names the PE the kept copies go to
+        let_go, timeout = proxy._let_go, proxy._wait_timeout
+        proxy._let_go, proxy._wait_timeout = (lambda: None), 1.0
+        try:
+            for _ in range(KEPT_MAX // COPY_MAX + 1):
+                shmem.put(heap[:COPY_MAX], source[:COPY_MAX], 1)
+            raise AssertionError("a put went past the copies' room")
+        except shmem.ShmemTimeoutError as exc:
+            assert "room for its copy" in str(exc) and "from PE 1 " in str(exc), exc
+        finally:
+            proxy._let_go, proxy._wait_timeout = let_go, timeout
+        shmem.quiet()
+    expected[:COPY_MAX] = 0  # (what PE 0's source held then)
     shmem.barrier_all()
     if me == 1:
         wrong = int((heap.copy_to_host() != expected).sum())
