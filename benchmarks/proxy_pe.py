@@ -185,7 +185,8 @@ def put_stages(traces):
     goes, from both proxies' traces (one clock): per piece, the median us of
     its copy out of the GPU (the loop keeps MPI's sends moving meanwhile: the
     span holds their work too), from its taking to its data landed at PE 1
-    (the batch and its DATA through MPI, behind the pieces before it), from
+    (the batch through MPI, then its data fetched from PE 0's window, or its
+    DATA message received, behind the pieces before it), from
     landed to answered (its copy into PE 1's heap and all the work asked
     before it done), and between two pieces taken (how often one goes); none
     where the puts staged their chunks in the ring instead."""

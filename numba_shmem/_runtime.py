@@ -72,7 +72,7 @@ class Runtime:
             self.heap = SymmetricHeap(backend, self.bootstrap, self.synchronize)
             self.proxy = start_proxy(self)
             if self.proxy is not None:
-                self._undo.push(self.proxy.close)
+                self._undo.push(self._close_proxy)
             self.bootstrap.barrier("shmem.init")
         except BaseException:
             self._undo.unwind()
@@ -205,6 +205,9 @@ class Runtime:
             finally:
                 self.heap.backend.lifetime.ended = True
                 self._undo.unwind()
+
+    def _close_proxy(self):
+        self.proxy.close(every_pe=self.why == _wire.FINALIZED)
 
     def _leave_heap(self):
         try:

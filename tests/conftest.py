@@ -184,7 +184,11 @@ def mpiexec_job(npes, *command, env=None):
         engine_compiled()
     flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
     flags += ["--bind-to", "none"]
-    base = {"NUMBA_SHMEM_BACKEND": BACKEND, "OMPI_MCA_plm_rsh_agent": "false"}
+    # (Open MPI 5 queries its UCX one-sided component at each window, and where
+    # UCX finds no network prints that the query failed; the proxy's window
+    # then takes the shared-memory component, as it does without UCX)
+    base = {"NUMBA_SHMEM_BACKEND": BACKEND, "OMPI_MCA_plm_rsh_agent": "false",
+            "OMPI_MCA_osc": "^ucx"}
     if BACKEND == "sim":
         base["NUMBA_ENABLE_CUDASIM"] = "1"
     return [mpiexec(), *flags, "-n", str(npes), *map(str, command)], {**base, **(env or {})}

@@ -121,20 +121,26 @@ class CompiledProxy:
         self._words = self._host.view(np.int64)
         self._words[_FREE:_FREE + _SLOTS] = np.arange(_SLOTS)
         self._undo = UndoStack()  # what close() releases, once the loop has stopped
+        self._window, self._every_pe = None, False
         try:
-            if release is not None:
-                self._undo.push(release)  # (last: after the loop's own buffers)
             self._comm = bootstrap.communicator().Dup()
             self._undo.push(self._comm.Free)
             _warn_if_one_cpu(self._comm)
             self._mpi = MPIC(self._comm)
+            window = None
+            if target is not None:
+                window = self._expose()
+                self._undo.push(self._free_window)
+            if release is not None:
+                self._undo.push(release)  # (before the window: its memory is pinned)
             # a host post wakes a sleeping loop with a byte into this pipe
             self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
             self._undo.push(os.close, self._wake_read)
             self._undo.push(os.close, self._wake_write)
             self._state = _engine.state(self._mpi, bootstrap.size, self._host, heap, extent,
                                         lockfd, self._wake_read,
-                                        None if device is None else device.memory, target)
+                                        None if device is None else device.memory, target,
+                                        window)
             self._gpu_words = self._state.gw
             if pin is not None:
                 pin(self._state.inbox, self._state.inbox2, self._state.drop, self._state.pool,
@@ -153,13 +159,35 @@ class CompiledProxy:
             heap = "the heap reached through copies and a batch of atomics at a time" \
                 if target is not None else "the heap in host memory"
             if device is not None and target is not None:
-                heap += ("; kernels' puts from the heap copied out by the proxy (MPS shares "
-                         "the GPU)" if device.from_min else "; kernels' puts staged by their "
+                heap += ("; kernels' puts from the heap copied out by the proxy into a window "
+                         "that their target reads with MPI_Rget (MPS shares the GPU)"
+                         if device.from_min else "; kernels' puts staged by their "
                          "threads (the proxy's copies would wait for the application's time "
                          "slice: no MPS)")
             print(f"numba-shmem: PE {self.rank}: PEs on other nodes through the proxy: its "
                   f"request path compiled, over MPI ({MPI.Get_library_version().splitlines()[0]});"
                   f" data staged through host memory; {heap}", file=sys.stderr, flush=True)
+
+    def _expose(self):
+        """The loop's out segments, allocated by MPI as a window of this PE
+        that the others' proxies read with MPI_Rget (one copy where PEs share
+        a host, the network's RDMA read where the MPI has one), in a
+        passive-target epoch as long as the proxy: (its handle, its memory)."""
+        from mpi4py import MPI
+
+        self._window = MPI.Win.Allocate(_engine.OUT_SEGS * _engine.PIECE, 1,
+                                        comm=self._comm)
+        self._window.Lock_all(MPI.MODE_NOCHECK)
+        return MPI._handleof(self._window), np.frombuffer(self._window.tomemory(), np.uint8)
+
+    def _free_window(self):
+        # collective: only where every PE closes its proxy (finalize);
+        # otherwise MPI releases it when the process ends (MPI_Finalize, or the
+        # MPI_Abort of a PE that failed), where a PE waiting here for the
+        # others would keep the job from ending
+        if self._every_pe:
+            self._window.Unlock_all()
+            self._window.Free()
 
     def _run(self):
         try:
@@ -456,10 +484,11 @@ class CompiledProxy:
         time.sleep(0.001)  # (a record the loop was writing lands first)
         return self._state.trace[:int(ctl[_engine.TRACED])].copy()
 
-    def close(self):
+    def close(self, every_pe=False):
         """Stop the loop once what it holds is sent (every PE has quieted and
         passed the finalize barrier before), free its communicator and the
-        descriptors."""
+        descriptors; with ``every_pe`` (every PE closes its proxy now:
+        finalize) its window too."""
         with self._lock:
             if self._closed:
                 return
@@ -470,5 +499,6 @@ class CompiledProxy:
             if self._failure is None:  # (the loop ended once all it held was sent; one
                 self._kept.clear()  # that failed may have left MPI sending from them)
                 self._kept_bytes = 0
+                self._every_pe = every_pe
             os.close(self._lockfd)
             self._undo.unwind()

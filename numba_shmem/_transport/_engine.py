@@ -83,6 +83,12 @@ DATA_SENDS = BUFFERS * FOLLOW_MAX
 #: target still lands the whole chunks before it (each was a request of its own)
 FOLLOWS = 1 << 32
 RUN = 1 << 33
+#: a put whose data waits in the origin's window (``OUT_SEGS`` segments its
+#: proxy exposes to the others with MPI_Win_allocate): its record's cond word
+#: says where, and the target fetches it with MPI_Rget (one copy, which the
+#: target's loop drives, where a DATA message moves between processes of one
+#: host only while both loops call MPI, in two copies)
+WINDOW = 1 << 34
 #: the most bytes one request moves (a larger transfer is several requests)
 PIECE = _ring.PIECE
 #: the most GPU tickets one run of chunk puts joins
@@ -107,9 +113,10 @@ LAND_ALIGN = 64
 RECV_MAX = 4
 #: a GPU's PUT_FROM request is copied out of its heap into one of this many
 #: PIECE-byte segments of pinned host memory, and sent from there (the
-#: segment is written again once MPI has sent it): as many as one call keeps
-#: in the ring
-OUT_SEGS = _ring.AHEAD
+#: segment is written again once MPI has sent it; where the segments are a
+#: window, once the put is answered, which takes longer: twice as many as one
+#: call keeps in the ring)
+OUT_SEGS = 2 * _ring.AHEAD
 
 #: words of a host descriptor beyond the GPU ring's (ADDR: the caller's
 #: memory, or for PUT_FROM the GPU's)
@@ -145,7 +152,7 @@ STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
     FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, DEFERRED, LAND_SEG, \
     LAND_FILL, COPY_DST, COPY_AT, COPY_N, COPY_ROWS, COPY_PITCH, LAND_HOLD, RECV_HEAD, \
-    RECV_COUNT, CONTROL_WORDS = range(45)
+    RECV_COUNT, WIN, CONTROL_WORDS = range(46)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -160,7 +167,7 @@ CALLS = ("", "MPI_Isend failed", "MPI_Recv failed", "MPI_Iprobe failed", "MPI_Te
          "copying out of the GPU's heap (or work before it on the proxy's stream) failed",
          "applying atomics, signals and p's on the GPU failed",
          "an answer to no request it sent, or malformed, came (a batch of another library?)",
-         "a malformed request was in the GPU's ring", "MPI_Irecv failed")
+         "a malformed request was in the GPU's ring", "MPI_Irecv failed", "MPI_Rget failed")
 #: atomics and signals toward a heap on a GPU wait here, five int64 each
 #: (address, code, value, cond, the old value), to be applied together
 #: (``Target.apply``) before the next request that is not one
@@ -207,7 +214,7 @@ _LOCK_EX, _LOCK_UN = 2, 8
 #: whatever the addresses of this process's libraries), then numpy arrays
 #: (``ctl`` the control words)
 State = collections.namedtuple("State", [
-    "isend", "recv", "irecv", "iprobe", "test", "get_count", "flock", "ppoll", "read",
+    "isend", "recv", "irecv", "rget", "iprobe", "test", "get_count", "flock", "ppoll", "read",
     "clock_gettime", "copy_in", "copy_out", "apply", "settled", "mark", "reached", "pend",
     "prid", "drid",
     "dsource", "ctl", "clock", "flag",
@@ -239,7 +246,7 @@ Target = collections.namedtuple("Target", ["copy_in", "copy_out", "apply", "sett
                                            "mark", "reached", "base", "pend"])
 
 
-def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None):
+def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None, window=None):
     """A State for ``mpic`` (``_mpi_c.MPIC``: its communicator's proxies) in a
     job of ``npes`` PEs: ``host`` the host ring (HOST_NBYTES of uint8),
     ``heap`` this PE's heap (uint8, as mapped in this process), ``extent`` an
@@ -247,7 +254,9 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
     lock, ``wakefd`` the read end of a pipe a host post writes a byte into
     while the loop sleeps (SLEEPING), ``gpu`` the GPU's ring (or None);
     ``target`` a ``Target`` where the heap is a GPU's (``heap`` is then not
-    used), else None."""
+    used), else None; ``window``: (its MPI_Win handle, its memory: OUT_SEGS *
+    PIECE uint8), the out segments exposed to the other PEs, or None (a
+    PUT_FROM's data is then sent)."""
     assert host.size == HOST_NBYTES and mpic.request_bytes <= 8
     ctl = np.zeros(CONTROL_WORDS, np.int64)
     ctl[LOCKFD] = lockfd
@@ -257,6 +266,10 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
     ctl[SOURCE_AT], ctl[TAG_AT] = mpic.source_at, mpic.tag_at
     ctl[WAKE_FD] = wakefd
     ctl[LAND_HOLD] = -1
+    out = np.zeros(OUT_SEGS * PIECE if target is not None else 8, np.uint8)
+    if window is not None:
+        ctl[WIN], out = window
+        assert out.dtype == np.uint8 and out.size == OUT_SEGS * PIECE
     if target is None:  # (the State's types stay one: functions that are never called)
         target = _unused_target()
     else:
@@ -268,7 +281,8 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
     pollfd = np.zeros(2, np.int32)  # struct pollfd: fd, then events and revents (int16)
     pollfd[0], pollfd[1] = wakefd, 1  # POLLIN
     return State(
-        isend=mpic.isend, recv=mpic.recv, irecv=mpic.irecv, iprobe=mpic.iprobe, test=mpic.test,
+        isend=mpic.isend, recv=mpic.recv, irecv=mpic.irecv, rget=mpic.rget, iprobe=mpic.iprobe,
+        test=mpic.test,
         get_count=mpic.get_count, flock=flock, ppoll=ppoll, read=read,
         clock_gettime=clock_gettime, copy_in=target.copy_in, copy_out=target.copy_out,
         apply=target.apply, settled=target.settled, mark=target.mark,
@@ -296,7 +310,7 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None)
         land=np.zeros(LAND_SEGS * PIECE if ctl[ON_DEVICE] else 8, np.uint8),
         lused=np.zeros(LAND_SEGS, np.int64), rreq=np.zeros(RECV_MAX, np.int64),
         rinfo=np.zeros((RECV_MAX, 5), np.int64),
-        out=np.zeros(OUT_SEGS * PIECE if ctl[ON_DEVICE] else 8, np.uint8),
+        out=out,
         ostate=np.zeros(OUT_SEGS, np.int64), heap=heap,
         extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64),
         trace=np.zeros((TRACE_RECORDS, TRACE_WORDS), np.int64))
@@ -581,19 +595,28 @@ def receiving_into(s, seg):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def receive_data(s, at, address, n, rid, source):
+def receive_data(s, at, address, n, rid, source, disp):
     """Post the receive of the next DATA message of ``source`` (``n`` bytes,
-    into ``land[at]``), to be copied to ``address`` of the GPU's heap and
-    request ``rid`` answered once it has landed (``landed_data``). False if
-    MPI or the target failed."""
+    into ``land[at]``; with ``disp`` >= 0, the get of those bytes from
+    ``source``'s window at ``disp`` instead), to be copied to ``address`` of
+    the GPU's heap and request ``rid`` answered once it has landed
+    (``landed_data``). False if MPI or the target failed."""
     if s.ctl[RECV_COUNT] == RECV_MAX and landed_data(s, True) < 0:
         return False
     k = (s.ctl[RECV_HEAD] + s.ctl[RECV_COUNT]) % RECV_MAX
-    comm, byte = _arg(s.irecv, 5, s.ctl[COMM]), _arg(s.irecv, 2, s.ctl[BYTE])
-    if s.irecv(_arg(s.irecv, 0, np.int64(s.land.ctypes.data) + at), n, byte, source, TAG_DATA,
-               comm, s.rreq[k:k + 1].ctypes.data) != 0:
-        s.ctl[FAILED_CALL] = 15
-        return False
+    into = np.int64(s.land.ctypes.data) + at
+    if disp >= 0:
+        byte = _arg(s.rget, 2, s.ctl[BYTE])
+        if s.rget(_arg(s.rget, 0, into), n, byte, source, disp, n, byte,
+                  _arg(s.rget, 7, s.ctl[WIN]), s.rreq[k:k + 1].ctypes.data) != 0:
+            s.ctl[FAILED_CALL] = 16
+            return False
+    else:
+        comm, byte = _arg(s.irecv, 5, s.ctl[COMM]), _arg(s.irecv, 2, s.ctl[BYTE])
+        if s.irecv(_arg(s.irecv, 0, into), n, byte, source, TAG_DATA, comm,
+                   s.rreq[k:k + 1].ctypes.data) != 0:
+            s.ctl[FAILED_CALL] = 15
+            return False
     s.rinfo[k, 0], s.rinfo[k, 1], s.rinfo[k, 2], s.rinfo[k, 3], s.rinfo[k, 4] = \
         at, address, n, rid, source
     s.ctl[RECV_COUNT] += 1
@@ -1005,7 +1028,8 @@ def forward(s, gpu, ticket, run):
         words[d + 4], words[d + 5]
     kind = code & 255
     inline = 0
-    big = False
+    big = False  # (its data follows as a DATA message)
+    window = False  # (its data waits in this PE's window, at cond)
     address = 0
     seg = -1
     # (a PUT_FROM's thread waits for DONE, then gives the slot back; but for a
@@ -1035,8 +1059,11 @@ def forward(s, gpu, ticket, run):
             return 0
         code = _PUT  # (the target takes it as any put sent apart)
         kind = _PUT
-        big = True
+        window = s.ctl[WIN] != 0
+        big = not window
         address = np.int64(s.out.ctypes.data) + seg * PIECE
+        if window:
+            cond = seg * PIECE
     elif kind == _PUT and run > 1:  # from the ring's staging, in place
         last = words[((ticket + run - 1) % _SLOTS) * _DESC + 4]
         arg = (run - 1) * _CHUNK + last
@@ -1075,7 +1102,8 @@ def forward(s, gpu, ticket, run):
     record = s.pool[b].view(np.int64)
     w = at // 8
     record[w] = ticket * 2 + (1 if gpu else 0)
-    record[w + 1] = code | (FOLLOWS if big else 0) | (RUN if run > 1 else 0)
+    record[w + 1] = code | (FOLLOWS if big else 0) | (WINDOW if window else 0) | \
+        (RUN if run > 1 else 0)
     record[w + 2] = offset
     record[w + 3] = arg
     record[w + 4] = cond
@@ -1087,7 +1115,8 @@ def forward(s, gpu, ticket, run):
     for t in range(ticket, ticket + run):
         outstanding[t % _SLOTS] = t + 1
     kept[slot, 0], kept[slot, 1], kept[slot, 2], kept[slot, 3] = code, pe, offset, arg
-    kept[slot, 4] = words[d + ADDR] if not gpu else 0
+    # (a window's segment is free once the put is answered)
+    kept[slot, 4] = words[d + ADDR] if not gpu else seg + 1 if window else 0
     kept[slot, 5] = run
     if s.ctl[TRACING]:
         note(s, TAKEN, record[w], pe, 0)
@@ -1273,6 +1302,7 @@ def serve_batch(s, inbox, first, nbytes, source):
         rid, code, offset, arg, cond, inline = record[w], record[w + 1], \
             record[w + 2], record[w + 3], record[w + 4], record[w + 5]
         big = (code & FOLLOWS) != 0
+        window = (code & WINDOW) != 0
         run = (code & RUN) != 0
         code = code & (FOLLOWS - 1)
         data_at = at + _REQ_BYTES
@@ -1282,15 +1312,21 @@ def serve_batch(s, inbox, first, nbytes, source):
         reason = refusal(code, offset, arg, extent)
         if inline < 0 or inline > BATCH or at > nbytes:
             reason, inline, at = MALFORMED, 0, nbytes  # (nothing after it can be read)
-        if reason == 0 and kind == _PUT and not big and inline != arg:
+        if reason == 0 and kind == _PUT and not big and not window and inline != arg:
             reason = MALFORMED
-        if device and reason == 0 and ((kind == _GET and arg > _CHUNK) or (big and arg > PIECE)):
+        if device and reason == 0 and ((kind == _GET and arg > _CHUNK) or
+                                       ((big or window) and arg > PIECE)):
             reason = MALFORMED  # (the origins of a job on GPUs ask for no more)
-        if device and reason == 0 and big and kind == _PUT:  # (its data: received meanwhile)
+        if window and reason == 0 and (not device or big or kind != _PUT or inline != 0 or
+                                       cond < 0 or cond > OUT_SEGS * PIECE - arg):
+            reason = MALFORMED  # (only a GPU's PUT_FROM waits in a window, within it)
+        if device and reason == 0 and (big or window) and kind == _PUT:
+            # its data: received, or fetched from the origin's window, meanwhile
             if s.ctl[PENDING] and not apply_pending(s, source):
                 return False
             landed = land(s, arg)
-            if landed < 0 or not receive_data(s, landed, base + offset, arg, rid, source):
+            if landed < 0 or not receive_data(s, landed, base + offset, arg, rid, source,
+                                              cond if window else -1):
                 return False
             continue
         if s.ctl[RECV_COUNT] and not all_landed(s):  # (whatever comes next, after them)
@@ -1402,6 +1438,8 @@ def take_answers(s, inbox, nbytes, source):
             return False
         code, asked = kept[slot, 0], kept[slot, 3]
         kind = code & 255
+        if gpu and kind == _PUT and kept[slot, 4] > 0:  # (its data fetched from the window)
+            s.ostate[kept[slot, 4] - 1] = 0
         if kind == _GET:
             start = _STAGING + slot * _CHUNK
             if reason != 0:

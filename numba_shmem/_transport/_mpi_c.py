@@ -56,6 +56,10 @@ class MPIC:
         self.isend = function("MPI_Isend", p, i, handle, i, i, handle, p)
         self.recv = function("MPI_Recv", p, i, handle, i, i, handle, p)
         self.irecv = function("MPI_Irecv", p, i, handle, i, i, handle, p)
+        # (origin buf, count, datatype, target rank, displacement, count,
+        # datatype, window, request)
+        self.rget = function("MPI_Rget", p, i, handle, i, ctypes.c_ssize_t, i, handle,
+                             handle, p)
         # (source, tag, comm, flag, status)
         self.iprobe = function("MPI_Iprobe", i, i, handle, p, p)
         self.test = function("MPI_Test", p, p, p)  # (request, flag, status)

@@ -22,6 +22,12 @@ written again before the copies from it have run. Prints ``ok``.
 6. A failure on the data's way makes the loop's step fail with its reason:
    the receive's post (MPI_Irecv), its test (MPI_Test), the copy into the
    heap once it has arrived (the driver's error kept).
+7. Puts whose data waits in the origin's window (WINDOW, here this PE's
+   own): fetched with MPI_Rget into the landing segments and copied from
+   there, in order with a put carried in the batch; the window written again
+   once they have landed leaves the heap as they put it. One whose bytes lie
+   past the window's end is refused as malformed, nothing fetched; an
+   MPI_Rget that fails makes the step fail with its reason.
 """
 
 import ctypes
@@ -243,4 +249,76 @@ assert _engine.landed_data(s, True) == 1 and len(asked) == copies  # (the copy w
 s.ctl[_engine.FAILED_RC] = 0
 assert not _engine.issue_copy(s._replace(copy_in=_engine.COPY_IN(lambda *args: 700)))
 assert failed("copying into the GPU's heap failed") and s.ctl[_engine.FAILED_RC] == 700
+
+
+# 7. data fetched from the origin's window
+def answers():
+    """The answers this PE's loop has sent itself so far: rid -> reason."""
+    assert _engine.flush(s)
+    reasons = {}
+    status = MPI.Status()
+    while comm.Iprobe(0, _engine.TAG_ANS, status):
+        got = np.zeros(status.Get_count(MPI.BYTE), np.uint8)
+        comm.Recv([got, MPI.BYTE], 0, _engine.TAG_ANS)
+        words, at = got.view(np.int64), 0
+        while at < words.size:
+            reasons[int(words[at])] = int(words[at + 1])
+            at += _engine.ANS_WORDS + _engine.pad(int(words[at + 3])) // 8
+    return reasons
+
+
+def window_batch(puts, loop=s):
+    """Have ``loop`` take a batch of ``puts`` ((offset, bytes, where in the
+    window; or bytes carried in the batch if None)), random data."""
+    batch, data = bytearray(), []
+    for offset, n, disp in puts:
+        d = rng.integers(0, 256, n, dtype=np.uint8)
+        data.append(d)
+        if disp is None:
+            code, words = _ring.code(_ring.PUT), [0, n]
+        else:
+            code, words = _ring.code(_ring.PUT) | _engine.WINDOW, [disp, 0]
+            if 0 <= disp <= exposed.size - n:
+                exposed[disp:disp + n] = d
+        batch += np.array([rid[0] * 2, code, offset, n] + words, np.int64).tobytes()
+        if disp is None:
+            batch += d.tobytes() + bytes(_engine.pad(n) - n)
+        rid[0] += 1
+    comm.Isend([np.frombuffer(bytes(batch), np.uint8), MPI.BYTE], 0, _engine.TAG_REQ).Wait()
+    while _engine.look(s.iprobe, s.ctl, s.flag, s.status, _engine.TAG_REQ) <= 0:
+        pass
+    return _engine.receive(loop), data
+
+
+s.ctl[_engine.FAILED_CALL] = s.ctl[_engine.FAILED_RC] = 0
+assert _engine.settle(s, True)
+answers()  # (those of the steps before)
+win = MPI.Win.Allocate(_engine.OUT_SEGS * PIECE, 1, comm=comm)
+win.Lock_all(MPI.MODE_NOCHECK)
+exposed = np.frombuffer(win.tomemory(), np.uint8)
+s.ctl[_engine.WIN] = MPI._handleof(win)
+first = rid[0]
+puts = [(7 * PIECE, PIECE, 0), (8 * PIECE, 5000, 3 * PIECE), (8 * PIECE + 5000, 99, None),
+        (8 * PIECE + 2000, 300, PIECE + 64)]
+took, data = window_batch(puts)
+assert took == 1 and _engine.all_landed(s) and _engine.issue_copy(s)
+exposed[:] = 0  # (written again once landed)
+settled()
+for (offset, n, _disp), d in zip(puts, data):
+    want[offset:offset + n] = d
+wrong = int((gpu != want).sum())
+assert wrong == 0, f"{wrong} bytes of the heap differ from what the window's puts left"
+assert _engine.settle(s, True)
+assert answers() == {2 * (first + k): 0 for k in range(len(puts))}
+before = gpu.copy()
+for disp in (exposed.size - 100, -64):
+    took, _data = window_batch([(9 * PIECE, 4096, disp)])
+    assert took == 1 and s.ctl[_engine.RECV_COUNT] == 0
+    assert answers() == {2 * (rid[0] - 1): _engine.MALFORMED}
+settled()
+assert (gpu == before).all(), "a refused put from a window changed the heap"
+took, _data = window_batch([(9 * PIECE, 4096, 0)], s._replace(rget=fails(s.rget)))
+assert took == -1 and failed("MPI_Rget failed") and s.ctl[_engine.RECV_COUNT] == 0
+win.Unlock_all()
+win.Free()
 print("ok")

@@ -4,9 +4,10 @@ kernel's PUT_FROM requests (a put whose data stays in the GPU's heap) are
 copied out into the loop's segments, answered DONE once copied (the source
 may then change), and sent. Prints ``ok``.
 
-1. A put of 5.5 MiB as six requests: the loop takes as many as it has
-   segments (four), answers each DONE once its data is copied out, and takes
-   the rest once MPI has sent a segment's; the source written again after
+1. A put of two requests more than the loop has segments (the last one
+   half a piece): the loop takes as many as it has segments, answers each
+   DONE once its data is copied out, and takes the rest once MPI has sent a
+   segment's; the source written again after
    DONE leaves the heap as the put found it. The target's copies out are
    done only at its second ``settled`` after them, as a GPU's may be: data
    sent before then would be the segment's old bytes.
@@ -23,6 +24,11 @@ may then change), and sent. Prints ``ok``.
    reason and the driver's error, before DONE and before anything is sent.
 7. MPI failing while a copy out runs (the loop tests the sends before it
    meanwhile) stops the loop with MPI's reason, before DONE.
+8. With the segments a window (MPI_Win_allocate), the pieces of step 1
+   travel as WINDOW records and no DATA message: the target fetches each
+   from the window, and a segment is taken again only once its put is
+   answered (not once its batch is sent); the source written again after
+   DONE leaves the heap as the puts found it.
 """
 
 import ctypes
@@ -40,7 +46,7 @@ from numba_shmem._transport._mpi_c import MPIC
 
 SLOTS, CHUNK, PIECE = _ring.SLOTS, _ring.CHUNK, _ring.PIECE
 comm = MPI.COMM_SELF.Dup()
-HEAP = 16 << 20
+HEAP = 32 << 20
 heap = np.zeros(HEAP, np.uint8)
 lock = tempfile.TemporaryFile()
 # a copy out asked without waiting is done at the second ``settled`` after it
@@ -86,7 +92,7 @@ s = _engine.state(MPIC(comm), 1, host, heap, np.array([HEAP]), lock.fileno(), -1
 s.ctl[_engine.STOP] = 1  # (serve returns once it has nothing left to do)
 gw = s.gw
 rng = np.random.default_rng(7)
-SOURCE_AT = 8 << 20
+SOURCE_AT = 16 << 20
 source = heap[SOURCE_AT:]  # (the kernel's source array, in the heap)
 source[:] = rng.integers(0, 256, source.size, dtype=np.uint8)
 want = heap.copy()
@@ -115,30 +121,31 @@ def finish():
     raise AssertionError(f"{gw[_ring.COMPLETE // 8]} of {posted[0]} tickets complete")
 
 
-# 1. six pieces, four segments; the source changes once each is DONE
-total = 5 * PIECE + PIECE // 2
+# 1. two pieces more than segments; the source changes once each is DONE
+SEGS = _engine.OUT_SEGS
+total = (SEGS + 1) * PIECE + PIECE // 2
 first = posted[0]
 for at in range(0, total, PIECE):
     n = min(PIECE, total - at)
     post(_ring.code(_ring.PUT_FROM), 4096 + at, n, source.ctypes.data + at)
 want[4096:4096 + total] = source[:total]
 assert _engine.drain(s) == _engine.OUT_SEGS
-assert [done(first + k) for k in range(6)] == [True] * 4 + [False] * 2
-source[:4 * PIECE] = 0  # (written again: the heap keeps what was put)
-want[SOURCE_AT:SOURCE_AT + 4 * PIECE] = 0
+assert [done(first + k) for k in range(SEGS + 2)] == [True] * SEGS + [False] * 2
+source[:SEGS * PIECE] = 0  # (written again: the heap keeps what was put)
+want[SOURCE_AT:SOURCE_AT + SEGS * PIECE] = 0
 assert (s.ostate == 1).all()
 
 # 2. a chunk put staged in its slot, over the same bytes, after them
-t = post(_ring.code(_ring.PUT), 4096 + 5 * PIECE, 100)
+t = post(_ring.code(_ring.PUT), 4096 + (SEGS + 1) * PIECE, 100)
 stage = _ring.STAGING + (t % SLOTS) * CHUNK
 gpu[stage:stage + 100] = 77
-want[4096 + 5 * PIECE:4096 + 5 * PIECE + 100] = 77
+want[4096 + (SEGS + 1) * PIECE:4096 + (SEGS + 1) * PIECE + 100] = 77
 finish()
-assert all(done(first + k) for k in range(6))
+assert all(done(first + k) for k in range(SEGS + 2))
 assert (s.ostate == 0).all(), "a segment stayed taken once sent"
 wrong = int((heap != want).sum())
 assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
-assert later[4] == 6 and later[3] == 12, later  # (each copy waited for)
+assert later[4] == SEGS + 2 and later[3] == 2 * (SEGS + 2), later  # (each copy waited for)
 
 # 3. a source outside the heap: refused by this PE's loop, answered at once
 outside = np.ones(PIECE, np.uint8)
@@ -154,7 +161,7 @@ assert done(t) and s.ctl[_engine.REFUSED] == refusals + 2
 assert (heap == want).all(), "a refused put changed the heap"
 message = CompiledProxy._refusal_message("a kernel's put (ring ticket 7)", 0,
                                          *s.refusals[refusals, 2:])
-assert "this PE's proxy refused it: a put of 32768 bytes reads outside the 16777216 mapped " \
+assert f"this PE's proxy refused it: a put of 32768 bytes reads outside the {HEAP} mapped " \
     "bytes of this PE's heap; check the source array" in message, message
 
 # 4. non-blocking: each slot free once copied out, no DONE, the data lands
@@ -238,4 +245,35 @@ for _ in range(1000):  # (COMPLETE stays at the tickets skipped above)
     if done(second) and not _engine.sending(s):
         break
 assert (heap == want).all(), "the puts did not land"
+
+# 8. the segments as a window: fetched by the target
+win = MPI.Win.Allocate(_engine.OUT_SEGS * PIECE, 1, comm=comm)
+win.Lock_all(MPI.MODE_NOCHECK)
+gpu = np.zeros(_ring.NBYTES, np.uint8)
+gpu.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
+host = np.zeros(_engine.HOST_NBYTES, np.uint8)
+host.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
+s = _engine.state(MPIC(comm), 1, host, heap, np.array([HEAP]), lock.fileno(), -1, gpu,
+                  target, (MPI._handleof(win), np.frombuffer(win.tomemory(), np.uint8)))
+s.ctl[_engine.STOP] = s.ctl[_engine.TRACING] = 1
+gw, posted[0] = s.gw, 0
+source[:total] = rng.integers(0, 256, total, dtype=np.uint8)
+want[SOURCE_AT:SOURCE_AT + total] = source[:total]
+for at in range(0, total, PIECE):
+    post(_ring.code(_ring.PUT_FROM), 4096 + at, min(PIECE, total - at), source.ctypes.data + at)
+want[4096:4096 + total] = source[:total]
+assert _engine.drain(s) == _engine.OUT_SEGS and _engine.flush(s)
+assert [done(k) for k in range(SEGS + 2)] == [True] * SEGS + [False] * 2
+assert s.ctl[_engine.DATA_IN_FLIGHT] == 0 and _engine.reap(s) >= 0
+assert (s.ostate == 1).all(), "a window's segment was taken again before its put was answered"
+source[:SEGS * PIECE] = 0
+want[SOURCE_AT:SOURCE_AT + SEGS * PIECE] = 0
+finish()
+assert all(done(k) for k in range(SEGS + 2)) and (s.ostate == 0).all()
+wrong = int((heap != want).sum())
+assert wrong == 0, f"{wrong} bytes of the heap differ from what the window's puts left"
+events = s.trace[:s.ctl[_engine.TRACED], 0]
+assert (events == _engine.LANDED).sum() == SEGS + 2 and (events == _engine.DATA_SENT).sum() == 0
+win.Unlock_all()
+win.Free()
 print("ok")
