@@ -181,10 +181,11 @@ class CompiledProxy:
         return MPI._handleof(self._window), np.frombuffer(self._window.tomemory(), np.uint8)
 
     def _free_window(self):
-        # collective: only where every PE closes its proxy (finalize);
-        # otherwise MPI releases it when the process ends (MPI_Finalize, or the
-        # MPI_Abort of a PE that failed), where a PE waiting here for the
-        # others would keep the job from ending
+        # collective: only where every PE closes its proxy (finalize) and
+        # every loop ended cleanly (``close``); otherwise MPI releases it when
+        # the process ends (MPI_Finalize, or the MPI_Abort of a PE that
+        # failed), where a PE waiting here for the others would keep the job
+        # from ending
         if self._every_pe:
             self._window.Unlock_all()
             self._window.Free()
@@ -488,17 +489,23 @@ class CompiledProxy:
         """Stop the loop once what it holds is sent (every PE has quieted and
         passed the finalize barrier before), free its communicator and the
         descriptors; with ``every_pe`` (every PE closes its proxy now:
-        finalize) its window too."""
+        finalize) its window too, where every PE's loop ended cleanly."""
         with self._lock:
             if self._closed:
                 return
             self._closed = self._stopping = True
         self._state.ctl[_engine.STOP] = 1
         self._thread.join(timeout=max(self._wait_timeout or 0, 10.0))
+        clean = not self._thread.is_alive() and self._failure is None
+        if every_pe and self._window is not None:
+            # (freeing it is collective: all free it, or none, which leaves it
+            # to MPI's end; a collective does not take the loop's messages)
+            from mpi4py import MPI
+
+            self._every_pe = self._comm.allreduce(clean, op=MPI.LAND)
         if not self._thread.is_alive():
-            if self._failure is None:  # (the loop ended once all it held was sent; one
-                self._kept.clear()  # that failed may have left MPI sending from them)
+            if clean:  # (the loop ended once all it held was sent; one that
+                self._kept.clear()  # failed may have left MPI sending from them)
                 self._kept_bytes = 0
-                self._every_pe = every_pe
             os.close(self._lockfd)
             self._undo.unwind()

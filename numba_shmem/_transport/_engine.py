@@ -167,7 +167,8 @@ CALLS = ("", "MPI_Isend failed", "MPI_Recv failed", "MPI_Iprobe failed", "MPI_Te
          "copying out of the GPU's heap (or work before it on the proxy's stream) failed",
          "applying atomics, signals and p's on the GPU failed",
          "an answer to no request it sent, or malformed, came (a batch of another library?)",
-         "a malformed request was in the GPU's ring", "MPI_Irecv failed", "MPI_Rget failed")
+         "a malformed request was in the GPU's ring", "MPI_Irecv failed", "MPI_Rget failed",
+         "MPI_Win_sync failed")
 #: atomics and signals toward a heap on a GPU wait here, five int64 each
 #: (address, code, value, cond, the old value), to be applied together
 #: (``Target.apply``) before the next request that is not one
@@ -214,7 +215,7 @@ _LOCK_EX, _LOCK_UN = 2, 8
 #: whatever the addresses of this process's libraries), then numpy arrays
 #: (``ctl`` the control words)
 State = collections.namedtuple("State", [
-    "isend", "recv", "irecv", "rget", "iprobe", "test", "get_count", "flock", "ppoll", "read",
+    "isend", "recv", "irecv", "rget", "win_sync", "iprobe", "test", "get_count", "flock", "ppoll", "read",
     "clock_gettime", "copy_in", "copy_out", "apply", "settled", "mark", "reached", "pend",
     "prid", "drid",
     "dsource", "ctl", "clock", "flag",
@@ -281,8 +282,8 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None,
     pollfd = np.zeros(2, np.int32)  # struct pollfd: fd, then events and revents (int16)
     pollfd[0], pollfd[1] = wakefd, 1  # POLLIN
     return State(
-        isend=mpic.isend, recv=mpic.recv, irecv=mpic.irecv, rget=mpic.rget, iprobe=mpic.iprobe,
-        test=mpic.test,
+        isend=mpic.isend, recv=mpic.recv, irecv=mpic.irecv, rget=mpic.rget,
+        win_sync=mpic.win_sync, iprobe=mpic.iprobe, test=mpic.test,
         get_count=mpic.get_count, flock=flock, ppoll=ppoll, read=read,
         clock_gettime=clock_gettime, copy_in=target.copy_in, copy_out=target.copy_out,
         apply=target.apply, settled=target.settled, mark=target.mark,
@@ -966,8 +967,17 @@ def copied(s):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def sending(s):
-    return s.ctl[OPEN] + s.ctl[IN_FLIGHT] + s.ctl[DATA_IN_FLIGHT] + s.ctl[DEFERRED] + \
-        s.ctl[RECV_COUNT] != 0
+    """Whether the loop holds work not yet done: batches or data being sent,
+    answers deferred, data being received, or (its targets may still read
+    them) window segments whose puts are not answered."""
+    if s.ctl[OPEN] + s.ctl[IN_FLIGHT] + s.ctl[DATA_IN_FLIGHT] + s.ctl[DEFERRED] + \
+            s.ctl[RECV_COUNT] != 0:
+        return True
+    if s.ctl[WIN] != 0:
+        for k in range(OUT_SEGS):
+            if s.ostate[k] != 0:
+                return True
+    return False
 
 
 # -- an origin's side: taking requests from the rings ----------------------------
@@ -1094,6 +1104,11 @@ def forward(s, gpu, ticket, run):
                 return -1
         target_call(s, began, 11)
         if target_failed(s, rc, 11):
+            return -1
+        # (the copy engine's stores, public before the target's MPI_Rget of
+        # them: the record that says where they are goes after this)
+        if window and s.win_sync(_arg(s.win_sync, 0, s.ctl[WIN])) != 0:
+            s.ctl[FAILED_CALL] = 17
             return -1
         _fence()
         words[at_copied] = copied_value

@@ -60,6 +60,7 @@ class MPIC:
         # datatype, window, request)
         self.rget = function("MPI_Rget", p, i, handle, i, ctypes.c_ssize_t, i, handle,
                              handle, p)
+        self.win_sync = function("MPI_Win_sync", handle)  # (window)
         # (source, tag, comm, flag, status)
         self.iprobe = function("MPI_Iprobe", i, i, handle, p, p)
         self.test = function("MPI_Test", p, p, p)  # (request, flag, status)

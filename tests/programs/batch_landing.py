@@ -24,10 +24,12 @@ written again before the copies from it have run. Prints ``ok``.
    heap once it has arrived (the driver's error kept).
 7. Puts whose data waits in the origin's window (WINDOW, here this PE's
    own): fetched with MPI_Rget into the landing segments and copied from
-   there, in order with a put carried in the batch; the window written again
-   once they have landed leaves the heap as they put it. One whose bytes lie
-   past the window's end is refused as malformed, nothing fetched; an
-   MPI_Rget that fails makes the step fail with its reason.
+   there, in order with a put carried in the batch over the same bytes; the
+   window written again once they have landed leaves the heap as they put
+   it. One whose bytes lie outside the window, or that is also FOLLOWS
+   (its DATA message is dropped), carries bytes or is not a put, is refused
+   as malformed, nothing fetched; an MPI_Rget that fails makes the step fail
+   with its reason.
 """
 
 import ctypes
@@ -298,7 +300,7 @@ win.Lock_all(MPI.MODE_NOCHECK)
 exposed = np.frombuffer(win.tomemory(), np.uint8)
 s.ctl[_engine.WIN] = MPI._handleof(win)
 first = rid[0]
-puts = [(7 * PIECE, PIECE, 0), (8 * PIECE, 5000, 3 * PIECE), (8 * PIECE + 5000, 99, None),
+puts = [(7 * PIECE, PIECE, 0), (8 * PIECE, 5000, 3 * PIECE), (8 * PIECE + 1000, 99, None),
         (8 * PIECE + 2000, 300, PIECE + 64)]
 took, data = window_batch(puts)
 assert took == 1 and _engine.all_landed(s) and _engine.issue_copy(s)
@@ -315,6 +317,22 @@ for disp in (exposed.size - 100, -64):
     took, _data = window_batch([(9 * PIECE, 4096, disp)])
     assert took == 1 and s.ctl[_engine.RECV_COUNT] == 0
     assert answers() == {2 * (rid[0] - 1): _engine.MALFORMED}
+# a window record that is also FOLLOWS (its DATA message is taken and dropped),
+# carries bytes, or is not a put
+put, get = _ring.code(_ring.PUT), _ring.code(_ring.GET)
+for code, inline in ((put | _engine.FOLLOWS, 0), (put, 4096), (get, 0)):
+    record = np.array([rid[0] * 2, code | _engine.WINDOW, 9 * PIECE, 4096, 0, inline], np.int64)
+    rid[0] += 1
+    sends = [comm.Isend([np.concatenate([record.view(np.uint8), np.ones(inline, np.uint8)]),
+                         MPI.BYTE], 0, _engine.TAG_REQ)]
+    if code & _engine.FOLLOWS:
+        sends.append(comm.Isend([np.ones(4096, np.uint8), MPI.BYTE], 0, _engine.TAG_DATA))
+    while _engine.look(s.iprobe, s.ctl, s.flag, s.status, _engine.TAG_REQ) <= 0:
+        pass
+    assert _engine.receive(s) == 1 and s.ctl[_engine.RECV_COUNT] == 0
+    MPI.Request.Waitall(sends)
+    assert answers() == {2 * (rid[0] - 1): _engine.MALFORMED}
+assert not comm.Iprobe(0, _engine.TAG_DATA), "a DATA message was left behind"
 settled()
 assert (gpu == before).all(), "a refused put from a window changed the heap"
 took, _data = window_batch([(9 * PIECE, 4096, 0)], s._replace(rget=fails(s.rget)))

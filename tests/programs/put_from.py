@@ -28,7 +28,9 @@ may then change), and sent. Prints ``ok``.
    travel as WINDOW records and no DATA message: the target fetches each
    from the window, and a segment is taken again only once its put is
    answered (not once its batch is sent); the source written again after
-   DONE leaves the heap as the puts found it.
+   DONE leaves the heap as the puts found it. A piece the target refuses
+   frees its segment once answered; non-blocking pieces land from the
+   window.
 """
 
 import ctypes
@@ -274,6 +276,21 @@ wrong = int((heap != want).sum())
 assert wrong == 0, f"{wrong} bytes of the heap differ from what the window's puts left"
 events = s.trace[:s.ctl[_engine.TRACED], 0]
 assert (events == _engine.LANDED).sum() == SEGS + 2 and (events == _engine.DATA_SENT).sum() == 0
+# refused by the target (past its heap's end): the segment is free once answered
+refusals = s.ctl[_engine.REFUSED]
+t = post(_ring.code(_ring.PUT_FROM), HEAP - CHUNK, CHUNK * 4, source.ctypes.data)
+finish()
+assert done(t) and s.ctl[_engine.REFUSED] == refusals + 1 and (s.ostate == 0).all()
+assert s.refusals[refusals, 5] == _engine.OUTSIDE
+# non-blocking: the slot back once copied out, the data lands from the window
+source[:3 * PIECE] = rng.integers(0, 256, 3 * PIECE, dtype=np.uint8)
+want[SOURCE_AT:SOURCE_AT + 3 * PIECE] = source[:3 * PIECE]
+tickets = [post(nbi, 8192 + at, PIECE, source.ctypes.data + at) for at in range(0, 3 * PIECE, PIECE)]
+assert _engine.drain(s) == 3
+assert [gw[_ring.FREE // 8 + t % SLOTS] for t in tickets] == [t + SLOTS for t in tickets]
+want[8192:8192 + 3 * PIECE] = source[:3 * PIECE]
+finish()
+assert (heap == want).all() and (s.ostate == 0).all(), "a non-blocking put from a window"
 win.Unlock_all()
 win.Free()
 print("ok")
