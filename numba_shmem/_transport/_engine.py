@@ -215,7 +215,8 @@ _LOCK_EX, _LOCK_UN = 2, 8
 #: whatever the addresses of this process's libraries), then numpy arrays
 #: (``ctl`` the control words)
 State = collections.namedtuple("State", [
-    "isend", "recv", "irecv", "rget", "win_sync", "iprobe", "test", "get_count", "flock", "ppoll", "read",
+    "isend", "recv", "irecv", "rget", "win_sync", "iprobe", "test", "get_count", "flock",
+    "ppoll", "read",
     "clock_gettime", "copy_in", "copy_out", "apply", "settled", "mark", "reached", "pend",
     "prid", "drid",
     "dsource", "ctl", "clock", "flag",

@@ -285,7 +285,8 @@ assert s.refusals[refusals, 5] == _engine.OUTSIDE
 # non-blocking: the slot back once copied out, the data lands from the window
 source[:3 * PIECE] = rng.integers(0, 256, 3 * PIECE, dtype=np.uint8)
 want[SOURCE_AT:SOURCE_AT + 3 * PIECE] = source[:3 * PIECE]
-tickets = [post(nbi, 8192 + at, PIECE, source.ctypes.data + at) for at in range(0, 3 * PIECE, PIECE)]
+tickets = [post(nbi, 8192 + at, PIECE, source.ctypes.data + at)
+           for at in range(0, 3 * PIECE, PIECE)]
 assert _engine.drain(s) == 3
 assert [gw[_ring.FREE // 8 + t % SLOTS] for t in tickets] == [t + SLOTS for t in tickets]
 want[8192:8192 + 3 * PIECE] = source[:3 * PIECE]
