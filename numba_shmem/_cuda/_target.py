@@ -117,9 +117,9 @@ def _records_loop(done, staged=False):
     """PTX: apply the %rd11 records of ``_engine.PEND_WORDS`` words at %rd10
     (address, code, value's bits, cond's bits, the old value's bits: written
     where the code fetches) in order, each with the instruction of its
-    one-request kernel above; then go to ``done``. ``staged``: each record's first four words are read from
-    a copy in shared memory at %rd20 (``STAGED_WORDS`` words a record), not
-    from %rd10."""
+    one-request kernel above; then go to ``done``. ``staged``: each record's
+    first four words are read from a copy in shared memory at %rd20
+    (``STAGED_WORDS`` words a record), not from %rd10."""
     cases = [(_ring.code(_ring.ATOMIC, index, _ring.ATOMIC_OPS.index(op)),
               _atomic_body(dtype, op))
              for index, dtype in enumerate(_ring.DTYPES) for op in _ops(dtype)]

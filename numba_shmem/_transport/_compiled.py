@@ -121,7 +121,7 @@ class CompiledProxy:
         self._words = self._host.view(np.int64)
         self._words[_FREE:_FREE + _SLOTS] = np.arange(_SLOTS)
         self._undo = UndoStack()  # what close() releases, once the loop has stopped
-        self._window, self._every_pe = None, False
+        self._window, self._all_clean = None, False
         try:
             self._comm = bootstrap.communicator().Dup()
             self._undo.push(self._comm.Free)
@@ -186,7 +186,7 @@ class CompiledProxy:
         # the process ends (MPI_Finalize, or the MPI_Abort of a PE that
         # failed), where a PE waiting here for the others would keep the job
         # from ending
-        if self._every_pe:
+        if self._all_clean:
             self._window.Unlock_all()
             self._window.Free()
 
@@ -502,7 +502,7 @@ class CompiledProxy:
             # to MPI's end; a collective does not take the loop's messages)
             from mpi4py import MPI
 
-            self._every_pe = self._comm.allreduce(clean, op=MPI.LAND)
+            self._all_clean = self._comm.allreduce(clean, op=MPI.LAND)
         if not self._thread.is_alive():
             if clean:  # (the loop ended once all it held was sent; one that
                 self._kept.clear()  # failed may have left MPI sending from them)
