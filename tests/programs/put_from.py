@@ -30,7 +30,8 @@ may then change), and sent. Prints ``ok``.
    answered (not once its batch is sent); the source written again after
    DONE leaves the heap as the puts found it. A piece the target refuses
    frees its segment once answered; non-blocking pieces land from the
-   window.
+   window. MPI_Win_sync failing stops the loop with its reason, before DONE
+   and before the piece is announced.
 """
 
 import ctypes
@@ -292,6 +293,13 @@ assert [gw[_ring.FREE // 8 + t % SLOTS] for t in tickets] == [t + SLOTS for t in
 want[8192:8192 + 3 * PIECE] = source[:3 * PIECE]
 finish()
 assert (heap == want).all() and (s.ostate == 0).all(), "a non-blocking put from a window"
+# MPI_Win_sync failing once the piece is copied out: the loop stops with its
+# reason, before DONE and before the piece's record is sent
+t = post(_ring.code(_ring.PUT_FROM), 4096, CHUNK * 4, source.ctypes.data)
+assert _engine.drain(s._replace(win_sync=type(s.win_sync)(lambda *args: 1))) == -1
+assert _engine.CALLS[s.ctl[_engine.FAILED_CALL]] == "MPI_Win_sync failed" and not done(t)
+b = s.openb[0, 0]  # (the batch it would have gone in holds no record)
+assert b < 0 or s.fill[b] == 0, "a piece was announced after MPI_Win_sync failed"
 win.Unlock_all()
 win.Free()
 print("ok")
