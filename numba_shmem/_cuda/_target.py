@@ -355,7 +355,7 @@ class FunctionTarget:
             call("cuFuncLoad", self._serve)
             words = _engine.PEND_MAX * _engine.PEND_WORDS
             events = [call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-                      for _ in range(_engine.LAND_SEGS)]  # (they go with the context)
+                      for _ in range(_engine.MARKS)]  # (they go with the context)
             device = call("cuCtxGetDevice")
             return (stream, function, events, *_host_buffer(self._undo, 8 * words),
                     _memops_supported(device),
@@ -386,11 +386,12 @@ class FunctionTarget:
                 self._copy2d.ctypes.data, copy2d_where,
                 LAUNCH_MIN if self.alongside else _engine.PEND_MAX + 1, pend.ctypes.data,
                 *service)
-            copy_in, copy_out, apply, settled, mark, reached = self._keep
+            copy_in, copy_out, apply, settled, mark, reached, passed = self._keep
             self.target = _engine.Target(
                 _engine.COPY_IN(copy_in.address), _engine.COPY_OUT(copy_out.address),
                 _engine.APPLY(apply.address), _engine.SETTLED(settled.address),
-                _engine.MARK(mark.address), _engine.MARK(reached.address), heap.base,
+                _engine.MARK(mark.address), _engine.MARK(reached.address),
+                _engine.MARK(passed.address), heap.base,
                 pend.view(np.int64).reshape(_engine.PEND_MAX, _engine.PEND_WORDS))
         except BaseException:
             self._undo.unwind()
@@ -465,8 +466,9 @@ DRIVER = {"cuMemcpyHtoDAsync_v2": ctypes.CFUNCTYPE(_I32, _U64, _U64, _U64, _U64)
           "cuStreamQuery": ctypes.CFUNCTYPE(_I32, _U64),
           "cuEventRecord": ctypes.CFUNCTYPE(_I32, _U64, _U64),
           "cuEventSynchronize": ctypes.CFUNCTYPE(_I32, _U64),
+          "cuEventQuery": ctypes.CFUNCTYPE(_I32, _U64),
           "cuStreamBatchMemOp_v2": ctypes.CFUNCTYPE(_I32, _U64, _U32, _U64, _U32)}
-#: what cuStreamQuery returns while work on the stream is still running
+#: what cuStreamQuery and cuEventQuery return while the work is still running
 _NOT_READY = 600
 #: what a batch for ``serve_batches`` returns if the kernel has stopped
 #: (CUDA_ERROR_UNKNOWN)
@@ -495,7 +497,8 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     functions, in its order), for ``stream`` and the
     ``apply_batch`` kernel ``function``, launched with the parameter pointers
     at ``params``; ``count_at`` is where its record count goes; ``events_at``
-    holds LAND_SEGS events (``mark`` records one, ``reached`` waits for it).
+    holds MARKS events (``mark`` records one, ``reached`` waits for it,
+    ``passed`` asks whether it has happened).
     Copies into the heap return once asked (complete once settled); one of
     several runs is a 2D copy, its parameters built at ``copy2d_at`` (a
     ``_copy2d_template``; ``copy2d_where`` where its fields go). A batch goes
@@ -515,7 +518,8 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     from .._transport._engine import PEND_MAX, PEND_WORDS, _fence
 
-    htod, htod2d, dtoh, synchronize, launch, query, record, wait_event, batch = driver
+    htod, htod2d, dtoh, synchronize, launch, query, record, wait_event, ask_event, batch = \
+        driver
     if batch is None:  # (never called: memops_at is 0; the function still compiles)
         batch = DRIVER["cuStreamBatchMemOp_v2"](lambda *args: 1)
     kinds = (_ring.SIGNAL, _ring.ATOMIC)
@@ -595,6 +599,11 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     @cfunc(types.int32(types.int64))
     def reached(k):
         return wait_event(event(k))
+
+    @cfunc(types.int32(types.int64))
+    def passed(k):
+        rc = ask_event(event(k))
+        return -1 if rc == _NOT_READY else rc
 
     @cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.int64))
     def copy_out(dst, src, n, wait):
@@ -704,4 +713,4 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             seen_idle()
         return -1 if rc == _NOT_READY else rc
 
-    return copy_in, copy_out, apply, settled, mark, reached
+    return copy_in, copy_out, apply, settled, mark, reached, passed

@@ -50,6 +50,7 @@ def function_target(heap, lockfd):
                           _engine.APPLY(apply.address),
                           _engine.SETTLED(_engine.settled_at_once.address),
                           _engine.MARK(_engine.marked_at_once.address),
+                          _engine.MARK(_engine.marked_at_once.address),
                           _engine.MARK(_engine.marked_at_once.address), int(heap.ctypes.data),
                           np.zeros((_engine.PEND_MAX, _engine.PEND_WORDS), np.int64))
 

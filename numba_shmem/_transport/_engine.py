@@ -146,13 +146,16 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 #: the segment, each COPY_N bytes and the next's right after it in the heap:
 #: the chunks of one transfer, their request records between them); LAND_HOLD
 #: the segment that holds the batch being served (-1: none), which no landing
-#: takes meanwhile)
+#: takes meanwhile); CHECK_HEAD and CHECK_COUNT the marks of ``settle`` not
+#: yet passed (``checked``: how many of the deferred requests each covers),
+#: CHECK_SINCE when the loop first saw deferred requests that no mark covers
+#: (0: none)
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
     FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, DEFERRED, LAND_SEG, \
     LAND_FILL, COPY_DST, COPY_AT, COPY_N, COPY_ROWS, COPY_PITCH, LAND_HOLD, RECV_HEAD, \
-    RECV_COUNT, WIN, CONTROL_WORDS = range(46)
+    RECV_COUNT, WIN, CHECK_HEAD, CHECK_COUNT, CHECK_SINCE, CONTROL_WORDS = range(49)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -177,6 +180,17 @@ PEND_WORDS = 5
 #: requests whose batch the target took in but may not have applied yet,
 #: answered once it has (``settle``); at most this many at once
 DEFER_MAX = 1024
+#: deferred answers go in steps where the target's work keeps coming (a put's
+#: copy is asked while the one before runs, so its stream is never idle for
+#: ``settled`` to say so): once requests have waited CHECK_NS with no mark
+#: after them, the loop marks how far the work asked has come (``mark`` of
+#: LAND_SEGS + k, CHECKS of them at once) and answers the requests deferred
+#: before a mark once it has passed (``passed``); the window's segments of
+#: the origin and a quiet there do not wait for the end of a stream of puts
+CHECKS = 4
+CHECK_NS = 20_000
+#: the marks of a Target: a landing segment's (below LAND_SEGS), then settle's
+MARKS = LAND_SEGS + CHECKS
 #: a put to a GPU's heap of at most this many bytes, in whole aligned words of
 #: 4 or 8 bytes (``p`` included), waits there too, as atomic sets of its words
 #: (one record each): no copy of its own (a copy from the proxy's context can
@@ -217,8 +231,8 @@ _LOCK_EX, _LOCK_UN = 2, 8
 State = collections.namedtuple("State", [
     "isend", "recv", "irecv", "rget", "win_sync", "iprobe", "test", "get_count", "flock",
     "ppoll", "read",
-    "clock_gettime", "copy_in", "copy_out", "apply", "settled", "mark", "reached", "pend",
-    "prid", "drid",
+    "clock_gettime", "copy_in", "copy_out", "apply", "settled", "mark", "reached", "passed",
+    "pend", "prid", "drid", "checked",
     "dsource", "ctl", "clock", "flag",
     "count", "status", "pollfd", "timeout",
     "host", "hw", "hstate", "htaken", "gpu", "gw", "gstate", "gtaken",
@@ -241,11 +255,12 @@ State = collections.namedtuple("State", [
 #: once they are taken in. The target does its work in the order asked: all
 #: of it is done once ``settled()`` returns 0 (-1: not yet) or ``copy_out`` or
 #: a fetching ``apply`` has returned; ``mark(k)`` marks how far the work
-#: asked has come, and ``reached(k)`` returns once the work before mark ``k``
-#: is done (k < LAND_SEGS). ``base`` is the heap's address there; ``pend``
+#: asked has come, ``reached(k)`` returns once the work before mark ``k`` is
+#: done, and ``passed(k)`` says whether it is (0, -1: not yet) without
+#: waiting (k < MARKS). ``base`` is the heap's address there; ``pend``
 #: (PEND_MAX x PEND_WORDS int64) is where ``apply`` finds its records.
 Target = collections.namedtuple("Target", ["copy_in", "copy_out", "apply", "settled",
-                                           "mark", "reached", "base", "pend"])
+                                           "mark", "reached", "passed", "base", "pend"])
 
 
 def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None, window=None):
@@ -288,8 +303,9 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None,
         get_count=mpic.get_count, flock=flock, ppoll=ppoll, read=read,
         clock_gettime=clock_gettime, copy_in=target.copy_in, copy_out=target.copy_out,
         apply=target.apply, settled=target.settled, mark=target.mark,
-        reached=target.reached, pend=target.pend,
+        reached=target.reached, passed=target.passed, pend=target.pend,
         prid=np.zeros(PEND_MAX, np.int64), drid=np.zeros(DEFER_MAX, np.int64),
+        checked=np.zeros(CHECKS, np.int64),
         dsource=np.zeros(DEFER_MAX, np.int64), ctl=ctl,
         clock=np.zeros(2, np.int64),
         pollfd=pollfd, timeout=np.zeros(2, np.int64), flag=np.zeros(1, np.int32),
@@ -352,7 +368,8 @@ def settled_at_once():
 
 @cfunc(types.int32(types.int64), cache=True)
 def marked_at_once(k):
-    """``mark`` and ``reached`` of a target whose copies return once done."""
+    """``mark``, ``reached`` and ``passed`` of a target whose copies return
+    once done."""
     return 0
 
 
@@ -361,7 +378,7 @@ def _unused_target():
     never calls (they have the types above, and would answer an error)."""
     return Target(COPY_IN(_refuse_in.address), COPY_OUT(_refuse_out.address),
                   APPLY(_refuse_apply.address), SETTLED(settled_at_once.address),
-                  MARK(marked_at_once.address),
+                  MARK(marked_at_once.address), MARK(marked_at_once.address),
                   MARK(marked_at_once.address), 0, np.zeros((PEND_MAX, PEND_WORDS), np.int64))
 
 
@@ -1281,7 +1298,8 @@ def apply_pending(s, source):
 @njit(nogil=True, cache=True, _nrt=False)
 def settle(s, wait):
     """Answer the deferred requests if the target has applied them (with
-    ``wait``: once it has). False if the target or MPI failed."""
+    ``wait``: once it has); without, while it has not, those before a mark
+    that has passed (``settle_marked``). False if the target or MPI failed."""
     if not issue_copy(s):
         return False
     while True:
@@ -1291,12 +1309,61 @@ def settle(s, wait):
         if rc != -1 and target_failed(s, rc, 12):
             return False
         if not wait:
-            return True
-    n = s.ctl[DEFERRED]
-    s.ctl[DEFERRED] = 0
+            return settle_marked(s)
+    s.ctl[CHECK_COUNT] = 0
+    s.ctl[CHECK_SINCE] = 0
+    return answer_deferred(s, s.ctl[DEFERRED])
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def settle_marked(s):
+    """Answer the requests deferred before each of settle's marks that has
+    passed, oldest first; mark how far the work asked has come where
+    requests have waited CHECK_NS with no mark after them (CHECKS). False if
+    the target or MPI failed."""
+    ctl = s.ctl
+    while ctl[CHECK_COUNT] != 0:
+        k = ctl[CHECK_HEAD]
+        rc = s.passed(LAND_SEGS + k)
+        if rc == -1:
+            break
+        if target_failed(s, rc, 12):
+            return False
+        ctl[CHECK_HEAD] = (k + 1) % CHECKS
+        ctl[CHECK_COUNT] -= 1
+        if not answer_deferred(s, s.checked[k]):
+            return False
+    covered = s.checked[(ctl[CHECK_HEAD] + ctl[CHECK_COUNT] - 1) % CHECKS] \
+        if ctl[CHECK_COUNT] != 0 else 0
+    if ctl[DEFERRED] == covered or ctl[CHECK_COUNT] == CHECKS:
+        return True
+    now = now_ns(s)
+    if ctl[CHECK_SINCE] == 0:
+        ctl[CHECK_SINCE] = now
+    elif now - ctl[CHECK_SINCE] >= CHECK_NS:
+        k = (ctl[CHECK_HEAD] + ctl[CHECK_COUNT]) % CHECKS
+        if target_failed(s, s.mark(LAND_SEGS + k), 12):
+            return False
+        s.checked[k] = ctl[DEFERRED]
+        ctl[CHECK_COUNT] += 1
+        ctl[CHECK_SINCE] = 0
+    return True
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def answer_deferred(s, n):
+    """Answer the first ``n`` deferred requests (the rest move up, and the
+    marks' counts with them). False if MPI failed."""
     for i in range(n):
         if not answer(s, s.dsource[i], s.drid[i], 0, 0, 0, 0):
             return False
+    left = s.ctl[DEFERRED] - n
+    for i in range(left):
+        s.drid[i] = s.drid[n + i]
+        s.dsource[i] = s.dsource[n + i]
+    s.ctl[DEFERRED] = left
+    for j in range(s.ctl[CHECK_COUNT]):
+        s.checked[(s.ctl[CHECK_HEAD] + j) % CHECKS] -= n
     return True
 
 

@@ -30,9 +30,14 @@ written again before the copies from it have run. Prints ``ok``.
    (its DATA message is dropped), carries bytes or is not a put, is refused
    as malformed, nothing fetched; an MPI_Rget that fails makes the step fail
    with its reason.
+8. While the target's work keeps coming (``settled`` says not yet
+   throughout), requests deferred for CHECK_NS are marked, and answered once
+   their mark has passed: those deferred after it wait for the next, or for
+   the stream to be idle; a mark that fails makes the step fail.
 """
 
 import ctypes
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -48,8 +53,10 @@ gpu = np.zeros(HEAP, np.uint8)  # the model GPU's heap
 want = np.zeros(HEAP, np.uint8)  # what the puts leave in it
 asked = []  # copies asked for, in order: (offset, n, pitch, rows, the rows' bytes then)
 ran = [0]  # how many of them ran
-events = {}  # segment -> copies asked when it was marked
+events = {}  # mark -> copies asked when it was made
 marks = []
+busy = [False]  # the stream keeps getting work: settled says not yet, and runs nothing
+passing = [0]  # what passed returns: 0 (the mark's copies have run), -1 (not yet), an error
 
 
 def run_until(k):
@@ -74,17 +81,26 @@ def copy_in(dst, src, n, pitch, rows):
 def mark(k):
     marks.append(k)
     events[k] = len(asked)
-    return 0 if 0 <= k < _engine.LAND_SEGS else 1
+    return 0 if 0 <= k < _engine.MARKS else 1
 
 
 @_engine.MARK
 def reached(k):
     run_until(events.get(k, 0))
-    return 0 if 0 <= k < _engine.LAND_SEGS else 1
+    return 0 if 0 <= k < _engine.MARKS else 1
+
+
+@_engine.MARK
+def passed(k):
+    if passing[0] == 0:
+        run_until(events.get(k, 0))
+    return passing[0] if 0 <= k < _engine.MARKS else 1
 
 
 @_engine.SETTLED
 def settled():
+    if busy[0]:
+        return -1
     run_until(len(asked))
     return 0
 
@@ -94,7 +110,7 @@ def refuse(*args):
 
 
 target = _engine.Target(copy_in, _engine.COPY_OUT(refuse), _engine.APPLY(refuse), settled,
-                        mark, reached, BASE,
+                        mark, reached, passed, BASE,
                         np.zeros((_engine.PEND_MAX, _engine.PEND_WORDS), np.int64))
 s = _engine.state(MPIC(comm), 1, np.zeros(_engine.HOST_NBYTES, np.uint8),
                   np.zeros(8, np.uint8), np.array([HEAP]), -1, -1, target=target)
@@ -339,4 +355,35 @@ took, _data = window_batch([(9 * PIECE, 4096, 0)], s._replace(rget=fails(s.rget)
 assert took == -1 and failed("MPI_Rget failed") and s.ctl[_engine.RECV_COUNT] == 0
 win.Unlock_all()
 win.Free()
+
+# 8. answers in steps while the stream stays busy
+s.ctl[_engine.FAILED_CALL] = s.ctl[_engine.FAILED_RC] = 0
+assert _engine.settle(s, True)
+answers()
+busy[0] = True
+first = rid[0]
+puts = [(10 * PIECE, 99, False), (10 * PIECE + 4096, 99, False)]
+data = send_batch(puts)
+assert _engine.settle(s, False) and s.ctl[_engine.CHECK_COUNT] == 0  # (waited for no time yet)
+time.sleep(2 * _engine.CHECK_NS / 1e9)
+passing[0] = -1
+assert _engine.settle(s, False) and s.ctl[_engine.CHECK_COUNT] == 1
+assert marks[-1] >= _engine.LAND_SEGS and events[marks[-1]] == len(asked)  # (its copies asked)
+send_batch([(10 * PIECE + 8192, 99, False)])
+assert _engine.settle(s, False) and answers() == {}, "answered before its mark passed"
+passing[0] = 0
+assert _engine.settle(s, False)
+assert answers() == {2 * first: 0, 2 * (first + 1): 0} and s.ctl[_engine.DEFERRED] == 1
+for (offset, n, _big), d in zip(puts, data):
+    assert (gpu[offset:offset + n] == d).all(), "answered before its copy ran"
+busy[0] = False
+assert _engine.settle(s, False) and answers() == {2 * (first + 2): 0}
+assert s.ctl[_engine.DEFERRED] == 0 and s.ctl[_engine.CHECK_COUNT] == 0
+busy[0] = True
+send_batch([(10 * PIECE, 99, False)])
+assert _engine.settle(s, False)
+time.sleep(2 * _engine.CHECK_NS / 1e9)
+assert _engine.settle(s, False) and s.ctl[_engine.CHECK_COUNT] == 1
+passing[0] = 700
+assert not _engine.settle(s, False) and s.ctl[_engine.FAILED_RC] == 700
 print("ok")

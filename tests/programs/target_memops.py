@@ -1,8 +1,9 @@
 """Drive the compiled proxy's target functions (_cuda/_target.py) with a fake
 driver (ctypes callbacks that record their calls) and check which batches go
 as stream memory operations, and how each operation is laid out; that a copy
-into the heap is asked for and not waited for, and that the landing segments'
-marks record and wait for their own events. No GPU needed.
+into the heap is asked for and not waited for, and that the marks (the landing
+segments', then settle's) record, wait for and ask about their own events. No
+GPU needed.
 
     python target_memops.py REDUCTIONS(0|1)
 """
@@ -17,7 +18,7 @@ from numba_shmem._transport import _engine, _ring
 
 reductions = sys.argv[1] == "1"
 calls = []
-query_rc = [0]  # what the fake cuStreamQuery returns
+query_rc = [0]  # what the fake cuStreamQuery and cuEventQuery return
 
 
 def recorder(name):
@@ -32,7 +33,7 @@ def recorder(name):
             calls.append((name, args, words.copy()))
         else:
             calls.append((name, args, None))
-        return query_rc[0] if name == "cuStreamQuery" else 0
+        return query_rc[0] if name in ("cuStreamQuery", "cuEventQuery") else 0
     return record
 
 
@@ -46,14 +47,14 @@ if not reductions:
 memops = np.zeros((_engine.PEND_MAX, _target.MEMOP_WORDS), np.uint64)
 count = np.zeros(1, np.int64)
 counts = np.zeros(4, np.int64)  # batches each way; writes that may not have landed; work asked
-events = np.arange(100, 100 + _engine.LAND_SEGS, dtype=np.uint64)  # (fake handles)
+events = np.arange(100, 100 + _engine.MARKS, dtype=np.uint64)  # (fake handles)
 copy2d, copy2d_where = _target._copy2d_template()
 functions = _target._functions(fake, 7, 9, 1234, count.ctypes.data, memops.ctypes.data,
                                templates, where, counts.ctypes.data, events.ctypes.data,
                                copy2d.ctypes.data, copy2d_where,
                                _engine.PEND_MAX + 1, 0, 0, 0)  # (memops for any batch; no service)
 copy_in = _engine.COPY_IN(functions[0].address)
-mark, reached = _engine.MARK(functions[4].address), _engine.MARK(functions[5].address)
+mark, reached, passed = (_engine.MARK(f.address) for f in functions[4:7])
 apply = _engine.APPLY(functions[2].address)
 settled = _engine.SETTLED(functions[3].address)
 pend = np.zeros((_engine.PEND_MAX, _engine.PEND_WORDS), np.int64)
@@ -174,6 +175,16 @@ del calls[:]
 assert mark(2) == 0 and reached(2) == 0 and mark(0) == 0
 assert [(name, args) for name, args, _ in calls] == [
     ("cuEventRecord", (102, 7)), ("cuEventSynchronize", (102,)), ("cuEventRecord", (100, 7))]
+del calls[:]
+last = _engine.MARKS - 1  # (settle's last mark)
+assert mark(last) == 0 and passed(last) == 0
+query_rc[0] = 600  # CUDA_ERROR_NOT_READY: not yet
+assert passed(last) == -1
+query_rc[0] = 700  # an error: itself
+assert passed(last) == 700
+query_rc[0] = 0
+assert [(name, args) for name, args, _ in calls] == [
+    ("cuEventRecord", (100 + last, 7))] + [("cuEventQuery", (100 + last,))] * 3
 
 expected = (5, 8) if reductions else (3, 10)
 assert tuple(counts[:2]) == expected, counts
