@@ -1712,6 +1712,8 @@ def serve(s):
             if not settle(s, False):
                 return ctl[FAILED_CALL]
             busy = True  # (answered now, or to be: no sleep meanwhile)
+            if ctl[OPEN] != 0 and not flush(s):  # (the answers go before the next
+                return ctl[FAILED_CALL]           # message is taken: its put's data may take long)
         taken = 0
         if published(gw, ctl[GPU_NEXT]) or published(hw, ctl[HOST_NEXT]):
             taken = drain(s)
@@ -1725,6 +1727,8 @@ def serve(s):
             if got == 0:
                 break
             busy = True
+            if ctl[RECV_COUNT] != 0:  # (a put's data on its way: what has landed is
+                break                 # copied, and what is done answered, before the next)
         if ctl[OPEN] != 0 and not flush(s):
             return ctl[FAILED_CALL]
         if taken or freed:
