@@ -149,6 +149,8 @@ class CompiledProxy:
             self._state.ctl[_engine.SLEEP_US] = max(1, int(max_sleep * 1e6))
             # compiled (or loaded from numba's cache) now: a failure is init()'s
             _engine.serve.compile((numba.typeof(self._state),))
+            if window is not None:
+                self._start_fetchers()
             self._thread = threading.Thread(target=self._run, name="numba-shmem proxy",
                                             daemon=True)
             self._thread.start()
@@ -179,6 +181,36 @@ class CompiledProxy:
                                         comm=self._comm)
         self._window.Lock_all(MPI.MODE_NOCHECK)
         return MPI._handleof(self._window), np.frombuffer(self._window.tomemory(), np.uint8)
+
+    def _start_fetchers(self):
+        """The threads that fetch window puts' pieces for the loop
+        (``_engine.fetch``), each woken through a pipe of its own; stopped
+        (and their pipes closed) first when the proxy closes, once the loop
+        has stopped."""
+        state = self._state
+        _engine.fetch.compile((numba.typeof(state), numba.int64))
+        for me in range(_engine.FETCHERS):
+            read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+            self._undo.push(os.close, read)
+            self._undo.push(os.close, write)
+            state.fpipe[me] = read, write
+        threads = [threading.Thread(target=_engine.fetch, args=(state, me), daemon=True,
+                                    name=f"numba-shmem fetch {me}")
+                   for me in range(_engine.FETCHERS)]
+
+        def stop():
+            state.ctl[_engine.FETCH_STOP] = 1
+            for me, thread in enumerate(threads):
+                try:
+                    os.write(int(state.fpipe[me, 1]), b"!")
+                except BlockingIOError:  # (the pipe is full: it wakes anyway)
+                    pass
+                if thread.ident is not None:  # (started)
+                    thread.join()
+        self._undo.push(stop)
+        for thread in threads:
+            thread.start()
+        state.ctl[_engine.FETCHING] = _engine.FETCHERS
 
     def _free_window(self):
         # collective: only where every PE closes its proxy (finalize) and

@@ -111,6 +111,19 @@ LAND_ALIGN = 64
 #: window of them). Its copy into the heap is asked once it has arrived, in
 #: order; anything else the loop applies waits for the data before it
 RECV_MAX = 4
+#: a put's piece that waits in its origin's window is fetched (MPI_Rget) by
+#: one of FETCHERS threads of the proxy's own (``fetch``), where they run
+#: (FETCHING), else by the loop: between processes of one host a fetch is one
+#: memcpy in the call, on one core (on the H200's host about 9.5 GB/s, where
+#: MPI's Send/Recv moves a message in two copies on two cores at once); with
+#: two at once the copy into the GPU bounds the path. The receive at k goes
+#: to fetcher k % FETCHERS (``fstate[k]``: POSTED, then FETCHED, or
+#: FETCH_FAILED with MPI's error in ``frc[k]``); a fetcher with nothing to do
+#: for FETCH_SPIN_NS sleeps in ``ppoll`` on its pipe, which the loop writes
+#: a byte into when it posts it one
+FETCHERS = 2
+FETCH_SPIN_NS = 200_000
+POSTED, FETCHED, FETCH_FAILED = 1, 2, 3
 #: a GPU's PUT_FROM request is copied out of its heap into one of this many
 #: PIECE-byte segments of pinned host memory, and sent from there (the
 #: segment is written again once MPI has sent it; where the segments are a
@@ -149,13 +162,14 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 #: takes meanwhile); CHECK_HEAD and CHECK_COUNT the marks of ``settle`` not
 #: yet passed (``checked``: how many of the deferred requests each covers),
 #: CHECK_SINCE when the loop first saw deferred requests that no mark covers
-#: (0: none)
+#: (0: none); FETCHING how many fetchers run, FETCH_STOP tells them to stop
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
     FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, DEFERRED, LAND_SEG, \
     LAND_FILL, COPY_DST, COPY_AT, COPY_N, COPY_ROWS, COPY_PITCH, LAND_HOLD, RECV_HEAD, \
-    RECV_COUNT, WIN, CHECK_HEAD, CHECK_COUNT, CHECK_SINCE, CONTROL_WORDS = range(49)
+    RECV_COUNT, WIN, CHECK_HEAD, CHECK_COUNT, CHECK_SINCE, FETCHING, FETCH_STOP, \
+    CONTROL_WORDS = range(51)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -230,7 +244,7 @@ _LOCK_EX, _LOCK_UN = 2, 8
 #: (``ctl`` the control words)
 State = collections.namedtuple("State", [
     "isend", "recv", "irecv", "rget", "win_sync", "iprobe", "test", "get_count", "flock",
-    "ppoll", "read",
+    "ppoll", "read", "write",
     "clock_gettime", "copy_in", "copy_out", "apply", "settled", "mark", "reached", "passed",
     "pend", "prid", "drid", "checked",
     "dsource", "ctl", "clock", "flag",
@@ -238,7 +252,8 @@ State = collections.namedtuple("State", [
     "host", "hw", "hstate", "htaken", "gpu", "gw", "gstate", "gtaken",
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
     "nfollow", "dreq", "dticket", "drun", "dstate", "inbox", "inbox2", "drop", "land", "lused",
-    "rreq", "rinfo", "out", "ostate",
+    "rreq", "rinfo", "fstate", "freq", "frc", "fsleep", "fpipe", "fpoll", "fflag", "fclock",
+    "ftimeout", "fbuf", "out", "ostate",
     "heap", "extent",
     "refusals", "trace"])
 
@@ -294,13 +309,13 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None,
         assert target.pend.shape == (PEND_MAX, PEND_WORDS)
     status_bytes = mpic.status_bytes
     gpu = np.zeros(_ring.NBYTES, np.uint8) if gpu is None else gpu
-    flock, ppoll, read, clock_gettime = _libc()
+    flock, ppoll, read, write, clock_gettime = _libc()
     pollfd = np.zeros(2, np.int32)  # struct pollfd: fd, then events and revents (int16)
     pollfd[0], pollfd[1] = wakefd, 1  # POLLIN
     return State(
         isend=mpic.isend, recv=mpic.recv, irecv=mpic.irecv, rget=mpic.rget,
         win_sync=mpic.win_sync, iprobe=mpic.iprobe, test=mpic.test,
-        get_count=mpic.get_count, flock=flock, ppoll=ppoll, read=read,
+        get_count=mpic.get_count, flock=flock, ppoll=ppoll, read=read, write=write,
         clock_gettime=clock_gettime, copy_in=target.copy_in, copy_out=target.copy_out,
         apply=target.apply, settled=target.settled, mark=target.mark,
         reached=target.reached, passed=target.passed, pend=target.pend,
@@ -327,7 +342,12 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None,
         drop=np.zeros(PIECE, np.uint8),
         land=np.zeros(LAND_SEGS * PIECE if ctl[ON_DEVICE] else 8, np.uint8),
         lused=np.zeros(LAND_SEGS, np.int64), rreq=np.zeros(RECV_MAX, np.int64),
-        rinfo=np.zeros((RECV_MAX, 5), np.int64),
+        rinfo=np.zeros((RECV_MAX, 6), np.int64),
+        fstate=np.zeros(RECV_MAX, np.int64), freq=np.zeros(RECV_MAX, np.int64),
+        frc=np.zeros(RECV_MAX, np.int64), fsleep=np.zeros(FETCHERS, np.int64),
+        fpipe=np.full((FETCHERS, 2), -1, np.int64), fpoll=np.zeros((FETCHERS, 2), np.int32),
+        fflag=np.zeros((FETCHERS, 2), np.int32), fclock=np.zeros((FETCHERS, 2), np.int64),
+        ftimeout=np.zeros((FETCHERS, 2), np.int64), fbuf=np.zeros((FETCHERS, 4), np.int32),
         out=out,
         ostate=np.zeros(OUT_SEGS, np.int64), heap=heap,
         extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64),
@@ -473,6 +493,7 @@ def _libc():
     return (ctypes.CFUNCTYPE(i, i, i)(("flock", libc)),
             ctypes.CFUNCTYPE(i, p, ctypes.c_ulong, p, p)(("ppoll", libc)),
             ctypes.CFUNCTYPE(ctypes.c_ssize_t, i, p, ctypes.c_size_t)(("read", libc)),
+            ctypes.CFUNCTYPE(ctypes.c_ssize_t, i, p, ctypes.c_size_t)(("write", libc)),
             ctypes.CFUNCTYPE(i, i, p)(("clock_gettime", libc)))
 
 
@@ -624,7 +645,16 @@ def receive_data(s, at, address, n, rid, source, disp):
         return False
     k = (s.ctl[RECV_HEAD] + s.ctl[RECV_COUNT]) % RECV_MAX
     into = np.int64(s.land.ctypes.data) + at
-    if disp >= 0:
+    s.rinfo[k, 0], s.rinfo[k, 1], s.rinfo[k, 2], s.rinfo[k, 3], s.rinfo[k, 4], \
+        s.rinfo[k, 5] = at, address, n, rid, source, disp
+    if disp >= 0 and s.ctl[FETCHING] != 0:
+        _fence()  # (what it fetches, before the word that posts it)
+        s.fstate[k] = POSTED
+        f = k % FETCHERS
+        _fence()  # (posted before its sleep is looked at: a fetcher that sleeps
+        if s.fsleep[f] != 0:  # looks at its posts after it says so)
+            s.write(_arg(s.write, 0, s.fpipe[f, 1]), s.fbuf[f].ctypes.data, 1)
+    elif disp >= 0:
         byte = _arg(s.rget, 2, s.ctl[BYTE])
         if s.rget(_arg(s.rget, 0, into), n, byte, source, disp, n, byte,
                   _arg(s.rget, 7, s.ctl[WIN]), s.rreq[k:k + 1].ctypes.data) != 0:
@@ -636,10 +666,71 @@ def receive_data(s, at, address, n, rid, source, disp):
                    s.rreq[k:k + 1].ctypes.data) != 0:
             s.ctl[FAILED_CALL] = 15
             return False
-    s.rinfo[k, 0], s.rinfo[k, 1], s.rinfo[k, 2], s.rinfo[k, 3], s.rinfo[k, 4] = \
-        at, address, n, rid, source
     s.ctl[RECV_COUNT] += 1
     return True
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def fetched(s, k):
+    """Whether the fetch posted at ``k`` to a fetcher is done: 1, 0, or -1
+    if it failed (MPI's error recorded)."""
+    state = s.fstate[k]
+    _fence()  # (the state before the data it says is there)
+    if state == FETCHED:
+        return 1
+    if state == FETCH_FAILED:
+        s.ctl[FAILED_CALL] = 16
+        s.ctl[FAILED_RC] = s.frc[k]
+        return -1
+    return 0
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def fetch(s, me):
+    """A fetcher's loop (number ``me``): fetch each piece the loop posts it
+    (``receive_data``) with MPI_Rget and wait for it; sleep in ``ppoll`` on
+    its pipe after FETCH_SPIN_NS with none. Returns once FETCH_STOP is set."""
+    ctl = s.ctl
+    byte = _arg(s.rget, 2, ctl[BYTE])
+    window = _arg(s.rget, 7, ctl[WIN])
+    clock = s.fclock[me]
+    idle_since = clock_ns(s.clock_gettime, clock)
+    while ctl[FETCH_STOP] == 0:
+        worked = False
+        for k in range(me, RECV_MAX, FETCHERS):
+            if s.fstate[k] != POSTED:
+                continue
+            _fence()  # (posted: its fields are there)
+            n = s.rinfo[k, 2]
+            into = _arg(s.rget, 0, np.int64(s.land.ctypes.data) + s.rinfo[k, 0])
+            rc = s.rget(into, n, byte, s.rinfo[k, 4], s.rinfo[k, 5], n, byte, window,
+                        s.freq[k:k + 1].ctypes.data)
+            s.fflag[me, 0] = 0
+            while rc == 0 and s.fflag[me, 0] == 0:
+                rc = s.test(s.freq[k:k + 1].ctypes.data, s.fflag[me].ctypes.data, 0)
+            s.frc[k] = rc
+            _fence()  # (the data, then the word that says it is there)
+            s.fstate[k] = FETCHED if rc == 0 else FETCH_FAILED
+            worked = True
+        now = clock_ns(s.clock_gettime, clock)
+        if worked:
+            idle_since = now
+        elif now - idle_since <= FETCH_SPIN_NS:
+            _spin_hint()
+        else:
+            s.fsleep[me] = 1
+            _fence()
+            posted = False
+            for k in range(me, RECV_MAX, FETCHERS):
+                posted = posted or s.fstate[k] == POSTED
+            if not posted and ctl[FETCH_STOP] == 0:
+                s.fpoll[me, 0], s.fpoll[me, 1] = s.fpipe[me, 0], 1  # POLLIN
+                s.ftimeout[me, 0], s.ftimeout[me, 1] = 1, 0  # (woken by a post before)
+                if s.ppoll(s.fpoll[me].ctypes.data, 1, s.ftimeout[me].ctypes.data, 0) > 0:
+                    s.read(_arg(s.read, 0, s.fpipe[me, 0]), s.fbuf[me].ctypes.data, 16)
+            s.fsleep[me] = 0
+            idle_since = clock_ns(s.clock_gettime, clock)
+    return 0
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -652,14 +743,16 @@ def landed_data(s, wait):
     if s.ctl[RECV_COUNT] == 0:
         return 0
     k = s.ctl[RECV_HEAD]
+    posted = s.fstate[k] != 0
     while True:
-        done = completed(s, s.rreq, k)
+        done = fetched(s, k) if posted else completed(s, s.rreq, k)
         if done < 0:
             return -1
         if done:
             break
         if not wait:
             return 0
+    s.fstate[k] = 0
     s.ctl[RECV_HEAD] = (k + 1) % RECV_MAX
     s.ctl[RECV_COUNT] -= 1
     if s.ctl[TRACING]:

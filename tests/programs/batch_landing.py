@@ -34,9 +34,16 @@ written again before the copies from it have run. Prints ``ok``.
    throughout), requests deferred for CHECK_NS are marked, and answered once
    their mark has passed: those deferred after it wait for the next, or for
    the stream to be idle; a mark that fails makes the step fail.
+9. Window puts fetched by the fetchers (two threads running ``fetch``, as
+   the proxy starts them), asleep when posted to, so woken through their
+   pipes: the heap as the puts left it, in order with a put carried in the
+   batch; a fetch that fails makes the loop's step fail with its reason and
+   MPI's error.
 """
 
 import ctypes
+import os
+import threading
 import time
 
 import numpy as np
@@ -386,4 +393,70 @@ time.sleep(2 * _engine.CHECK_NS / 1e9)
 assert _engine.settle(s, False) and s.ctl[_engine.CHECK_COUNT] == 1
 passing[0] = 700
 assert not _engine.settle(s, False) and s.ctl[_engine.FAILED_RC] == 700
+passing[0] = 0
+busy[0] = False
+
+
+# 9. fetched by the fetchers
+def fetchers(loop):
+    """Start the fetchers of ``loop``; a function that stops them."""
+    pipes = [os.pipe2(os.O_NONBLOCK) for _ in range(_engine.FETCHERS)]
+    loop.fpipe[:] = pipes
+    loop.ctl[_engine.FETCH_STOP] = 0
+    threads = [threading.Thread(target=_engine.fetch, args=(loop, me))
+               for me in range(_engine.FETCHERS)]
+    for thread in threads:
+        thread.start()
+    loop.ctl[_engine.FETCHING] = _engine.FETCHERS
+
+    def stop():
+        loop.ctl[_engine.FETCH_STOP] = 1
+        for (_read, write), thread in zip(pipes, threads):
+            os.write(write, b"!")
+            thread.join(timeout=30)
+            assert not thread.is_alive(), "a fetcher did not stop"
+        loop.ctl[_engine.FETCHING] = 0
+        for pipe in pipes:
+            os.close(pipe[0])
+            os.close(pipe[1])
+    return stop
+
+
+s.ctl[_engine.FAILED_CALL] = s.ctl[_engine.FAILED_RC] = 0
+assert _engine.settle(s, True)
+answers()
+win = MPI.Win.Allocate(_engine.OUT_SEGS * PIECE, 1, comm=comm)
+win.Lock_all(MPI.MODE_NOCHECK)
+exposed = np.frombuffer(win.tomemory(), np.uint8)
+s.ctl[_engine.WIN] = MPI._handleof(win)
+stop = fetchers(s)
+deadline = time.monotonic() + 10
+while not s.fsleep.all():  # (asleep: a post must wake them)
+    assert time.monotonic() < deadline, "the fetchers never slept"
+    time.sleep(0.001)
+first = rid[0]
+puts = [(11 * PIECE, PIECE, 2 * PIECE), (12 * PIECE, 5000, 0), (12 * PIECE + 1000, 99, None),
+        (12 * PIECE + 2000, 300, 5 * PIECE + 64), (13 * PIECE, 70_000, 7 * PIECE)]
+began = time.monotonic()
+took, data = window_batch(puts)
+assert took == 1 and _engine.all_landed(s) and _engine.issue_copy(s)
+assert time.monotonic() - began < 0.5, "the fetchers were not woken (they sleep 1 s)"
+assert not s.fstate.any()
+exposed[:] = 0  # (written again once landed)
+settled()
+for (offset, n, _disp), d in zip(puts, data):
+    want[offset:offset + n] = d
+wrong = int((gpu != want).sum())
+assert wrong == 0, f"{wrong} bytes of the heap differ from what the fetchers' puts left"
+assert _engine.settle(s, True)
+assert answers() == {2 * (first + k): 0 for k in range(len(puts))}
+stop()
+failing = s._replace(rget=type(s.rget)(lambda *args: 13))
+stop = fetchers(failing)
+took, _data = window_batch([(9 * PIECE, 4096, 0)], failing)
+assert took == 1 and _engine.landed_data(failing, True) == -1
+assert failed("MPI_Rget failed") and s.ctl[_engine.FAILED_RC] == 13
+stop()
+win.Unlock_all()
+win.Free()
 print("ok")
