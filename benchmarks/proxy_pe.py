@@ -75,6 +75,19 @@ def device_bandwidth(me, dest, source, size, nbi=False):
     return lambda: on_pe0(me, kernel)
 
 
+def checked(me, run, dest, want):
+    """``run`` with ``dest`` zeroed on PE 1 before each round and checked
+    after it: every round's puts arrived whole (not an earlier round's)."""
+    def round_checked():
+        if me == 1:
+            dest.copy_to_device(np.zeros(dest.size, np.uint8))
+        elapsed = run()
+        if me == 1:
+            assert (dest.copy_to_host() == want).all(), "a round's puts did not arrive whole"
+        return elapsed
+    return round_checked
+
+
 def mpi_bandwidth(comm, me, buf, size, one_sided, win):
     def run():
         comm.Barrier()
@@ -406,11 +419,11 @@ def main():
         if win is not None:
             runs.append(("mpi_put_s", mpi_bandwidth(comm, me, buf, size, True, win)))
         for key, run in runs:
-            if me == 1 and key.startswith("shmem_"):  # (the checks see this kind's puts)
+            if key.startswith("shmem_put_") and key != "shmem_put_s":
+                run = checked(me, run, dest[:size], source[::-1][:size])
+            elif me == 1 and key.startswith("shmem_"):  # (the checks see this kind's puts)
                 dest[:size].copy_to_device(np.zeros(size, np.uint8))
             row[key], row[key + "_rounds"] = best_of(ROUNDS, run)
-            if key.startswith("shmem_put_") and key != "shmem_put_s" and me == 1:  # whole
-                assert (dest[:size].copy_to_host() == source[::-1][:size]).all()
         results["bandwidth"].append(row)
         if me == 0:  # (progress, for a run stopped before its end)
             print(json.dumps({k: v for k, v in row.items() if not k.endswith("rounds")}),
