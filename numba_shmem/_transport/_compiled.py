@@ -122,6 +122,7 @@ class CompiledProxy:
         self._words[_FREE:_FREE + _SLOTS] = np.arange(_SLOTS)
         self._undo = UndoStack()  # what close() releases, once the loop has stopped
         self._window, self._all_clean = None, False
+        self._stop_fetchers = lambda: True  # (where there are none)
         try:
             self._comm = bootstrap.communicator().Dup()
             self._undo.push(self._comm.Free)
@@ -185,8 +186,8 @@ class CompiledProxy:
     def _start_fetchers(self):
         """The threads that fetch window puts' pieces for the loop
         (``_engine.fetch``), each woken through a pipe of its own; stopped
-        (and their pipes closed) first when the proxy closes, once the loop
-        has stopped."""
+        once the loop has stopped (``_stop_fetchers``: ``close``, or the undo
+        of a failed set-up), their pipes closed after."""
         state = self._state
         _engine.fetch.compile((numba.typeof(state), numba.int64))
         for me in range(_engine.FETCHERS):
@@ -199,6 +200,10 @@ class CompiledProxy:
                    for me in range(_engine.FETCHERS)]
 
         def stop():
+            """Whether every fetcher has stopped (each waited for as long as
+            the loop is)."""
+            if state.ctl[_engine.FETCH_STOP]:  # (told before: not waited for again)
+                return not any(thread.is_alive() for thread in threads)
             state.ctl[_engine.FETCH_STOP] = 1
             for me, thread in enumerate(threads):
                 try:
@@ -206,7 +211,9 @@ class CompiledProxy:
                 except BlockingIOError:  # (the pipe is full: it wakes anyway)
                     pass
                 if thread.ident is not None:  # (started)
-                    thread.join()
+                    thread.join(timeout=max(self._wait_timeout or 0, 10.0))
+            return not any(thread.is_alive() for thread in threads)
+        self._stop_fetchers = stop
         self._undo.push(stop)
         for thread in threads:
             thread.start()
@@ -529,6 +536,9 @@ class CompiledProxy:
         self._state.ctl[_engine.STOP] = 1
         self._thread.join(timeout=max(self._wait_timeout or 0, 10.0))
         clean = not self._thread.is_alive() and self._failure is None
+        # (a fetcher still in an MPI_Rget keeps the window, and the landing
+        # memory it writes, from being let go)
+        clean = self._stop_fetchers() and clean
         if every_pe and self._window is not None:
             # (freeing it is collective: all free it, or none, which leaves it
             # to MPI's end; a collective does not take the loop's messages)
