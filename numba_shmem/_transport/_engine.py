@@ -130,6 +130,14 @@ POSTED, FETCHED, FETCH_FAILED = 1, 2, 3
 #: window, once the put is answered, which takes longer: twice as many as one
 #: call keeps in the ring)
 OUT_SEGS = 2 * _ring.AHEAD
+#: the copies out that ``forward`` asks go one after the other on the copy
+#: engine, and the loop waits for them once, at the end of its ``drain``
+#: (``copies_done``), or before it sends a batch that holds one: a piece is
+#: announced, and its thread told (DONE, or the slot given back; a staged
+#: put's staging segment too), only once its data is out. ``copies``: per copy,
+#: the GPU ring's word that says so and its value, then a staged put's
+#: STAGE_FREE word and value (-1: none)
+COPY_WORDS = 4
 
 #: words of a host descriptor beyond the GPU ring's (ADDR: the caller's
 #: memory, or for PUT_FROM the GPU's)
@@ -162,14 +170,16 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 #: takes meanwhile); CHECK_HEAD and CHECK_COUNT the marks of ``settle`` not
 #: yet passed (``checked``: how many of the deferred requests each covers),
 #: CHECK_SINCE when the loop first saw deferred requests that no mark covers
-#: (0: none); FETCHING how many fetchers run, FETCH_STOP tells them to stop
+#: (0: none); FETCHING how many fetchers run, FETCH_STOP tells them to stop;
+#: COPIES the copies out asked and not yet waited for (``copies``), COPY_BEGAN
+#: when the first of them was asked
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
     FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, DEFERRED, LAND_SEG, \
     LAND_FILL, COPY_DST, COPY_AT, COPY_N, COPY_ROWS, COPY_PITCH, LAND_HOLD, RECV_HEAD, \
-    RECV_COUNT, WIN, CHECK_HEAD, CHECK_COUNT, CHECK_SINCE, FETCHING, FETCH_STOP, \
-    CONTROL_WORDS = range(51)
+    RECV_COUNT, WIN, CHECK_HEAD, CHECK_COUNT, CHECK_SINCE, FETCHING, FETCH_STOP, COPIES, \
+    COPY_BEGAN, CONTROL_WORDS = range(53)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -253,7 +263,7 @@ State = collections.namedtuple("State", [
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
     "nfollow", "dreq", "dticket", "drun", "dstate", "inbox", "inbox2", "drop", "land", "lused",
     "rreq", "rinfo", "fstate", "freq", "frc", "fsleep", "fpipe", "fpoll", "fflag", "fclock",
-    "ftimeout", "fbuf", "out", "ostate",
+    "ftimeout", "fbuf", "out", "ostate", "copies",
     "heap", "extent",
     "refusals", "trace"])
 
@@ -349,7 +359,8 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None,
         fflag=np.zeros((FETCHERS, 2), np.int32), fclock=np.zeros((FETCHERS, 2), np.int64),
         ftimeout=np.zeros((FETCHERS, 2), np.int64), fbuf=np.zeros((FETCHERS, 4), np.int32),
         out=out,
-        ostate=np.zeros(OUT_SEGS, np.int64), heap=heap,
+        ostate=np.zeros(OUT_SEGS, np.int64), copies=np.zeros((OUT_SEGS, COPY_WORDS), np.int64),
+        heap=heap,
         extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64),
         trace=np.zeros((TRACE_RECORDS, TRACE_WORDS), np.int64))
 
@@ -504,6 +515,7 @@ _PUT, _GET, _ATOMIC, _SIGNAL, _PUT_FROM = _ring.PUT, _ring.GET, _ring.ATOMIC, \
     _ring.SIGNAL, _ring.PUT_FROM
 _SIGNAL_MAX = _ring.SIGNAL_MAX
 _FROM_NBI = _ring.FROM_NBI
+_STAGE_FREE_AT, _STAGE_SEGS = _ring.STAGE_FREE // 8, _ring.STAGE_SEGS
 #: the request kinds, for a Target's ``apply``
 ATOMIC_KIND, SIGNAL_KIND = _ATOMIC, _SIGNAL
 #: a word of a small put (WORDS_MAX) goes to a GPU's heap as this atomic (set,
@@ -940,8 +952,8 @@ def open_buffer(s, pe, tag, need, answers):
     if b >= 0 and s.fill[b] + need <= BATCH and s.expect[b] + answers <= BATCH and \
             s.nfollow[b] < FOLLOW_MAX:
         return b
-    if b >= 0 and not send_buffer(s, b):
-        return -2
+    if b >= 0 and ((s.ctl[COPIES] and not copies_done(s)) or not send_buffer(s, b)):
+        return -2  # (a piece it announces goes once copied out)
     half = BUFFERS // 2
     first = 0 if tag == TAG_REQ else half
     for k in range(first, first + half):
@@ -1077,6 +1089,35 @@ def copied(s):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
+def copies_done(s):
+    """Wait once for the copies out ``forward`` asked (COPIES), then say so:
+    their data public to the window's readers, and to the GPU's threads DONE,
+    or a non-blocking put's slot and a staged put's staging segment back.
+    False if the target or MPI failed."""
+    n = s.ctl[COPIES]
+    if n == 0:
+        return True
+    rc = copied(s)
+    if rc == -2:  # (MPI failed: FAILED_CALL says where)
+        return False
+    target_call(s, s.ctl[COPY_BEGAN], 11)
+    if target_failed(s, rc, 11):
+        return False
+    # (the copy engine's stores, public before the target's MPI_Rget of them:
+    # the records that say where they are are sent after this)
+    if s.ctl[WIN] != 0 and s.win_sync(_arg(s.win_sync, 0, s.ctl[WIN])) != 0:
+        s.ctl[FAILED_CALL] = 17
+        return False
+    _fence()
+    for k in range(n):
+        s.gw[s.copies[k, 0]] = s.copies[k, 1]
+        if s.copies[k, 2] >= 0:
+            s.gw[s.copies[k, 2]] = s.copies[k, 3]
+    s.ctl[COPIES] = 0
+    return True
+
+
+@njit(nogil=True, cache=True, _nrt=False)
 def sending(s):
     """Whether the loop holds work not yet done: batches or data being sent,
     answers deferred, data being received, or (its targets may still read
@@ -1154,9 +1195,11 @@ def forward(s, gpu, ticket, run):
     address = 0
     seg = -1
     # (a PUT_FROM's thread waits for DONE, then gives the slot back; but for a
-    # non-blocking one's, which the loop gives back once its data is copied out)
+    # non-blocking one's, which the loop gives back once its data is copied out,
+    # as a staged one's staging segment: COND holds its staging ticket + 1)
     at_copied = _DONE_AT + slot
     copied_value = ticket + 1
+    stage_at, stage_value = -1, 0
     if gpu and kind == _PUT_FROM:  # copied out of the GPU's heap, sent from there
         if arg <= 0 or arg > PIECE or s.ctl[ON_DEVICE] == 0 or (code >> 16) & 255 > _FROM_NBI:
             s.ctl[FAILED_CALL] = 14
@@ -1164,11 +1207,16 @@ def forward(s, gpu, ticket, run):
         if (code >> 16) & 255 == _FROM_NBI:
             at_copied = _FREE_AT + slot
             copied_value = ticket + _SLOTS
+        if cond > 0:
+            stage_at = _STAGE_FREE_AT + (cond - 1) % _STAGE_SEGS
+            stage_value = cond - 1 + _STAGE_SEGS
         source = words[d + ADDR] - s.ctl[HEAP_BASE]
         if source < 0 or source > s.extent[0] - arg:  # (refused here, answered at once)
             refused(s, ticket * 2 + 1, pe, _PUT, offset, arg, SOURCE, s.extent[0])
             _fence()
             words[at_copied] = copied_value
+            if stage_at >= 0:
+                words[stage_at] = stage_value
             outstanding[slot] = ticket + 1
             answered(words, outstanding, ticket, 1)
             return 1
@@ -1183,8 +1231,7 @@ def forward(s, gpu, ticket, run):
         window = s.ctl[WIN] != 0
         big = not window
         address = np.int64(s.out.ctypes.data) + seg * PIECE
-        if window:
-            cond = seg * PIECE
+        cond = seg * PIECE if window else 0  # (where it waits; not the staging ticket)
     elif kind == _PUT and run > 1:  # from the ring's staging, in place
         last = words[((ticket + run - 1) % _SLOTS) * _DESC + 4]
         arg = (run - 1) * _CHUNK + last
@@ -1205,24 +1252,17 @@ def forward(s, gpu, ticket, run):
         return -1
     if b < 0:
         return 0
-    if seg >= 0:  # (DONE once copied out; or for a non-blocking one, its slot back)
-        began = now_ns(s)
+    if seg >= 0:  # (DONE, or the slots back, once copied out: copies_done)
+        if s.ctl[COPIES] == 0:
+            s.ctl[COPY_BEGAN] = now_ns(s)
         s.ostate[seg] = 1
-        rc = s.copy_out(_arg(s.copy_out, 0, address), words[d + ADDR], arg, 0)
-        if rc == 0:
-            rc = copied(s)
-            if rc == -2:  # (MPI failed: FAILED_CALL says where)
-                return -1
-        target_call(s, began, 11)
-        if target_failed(s, rc, 11):
+        if target_failed(s, s.copy_out(_arg(s.copy_out, 0, address), words[d + ADDR], arg, 0),
+                         11):
             return -1
-        # (the copy engine's stores, public before the target's MPI_Rget of
-        # them: the record that says where they are goes after this)
-        if window and s.win_sync(_arg(s.win_sync, 0, s.ctl[WIN])) != 0:
-            s.ctl[FAILED_CALL] = 17
-            return -1
-        _fence()
-        words[at_copied] = copied_value
+        k = s.ctl[COPIES]
+        s.copies[k, 0], s.copies[k, 1] = at_copied, copied_value
+        s.copies[k, 2], s.copies[k, 3] = stage_at, stage_value
+        s.ctl[COPIES] = k + 1
     s.expect[b] += answers
     at = s.fill[b]
     record = s.pool[b].view(np.int64)
@@ -1303,7 +1343,7 @@ def drain(s):
         if went == 0:
             break
         taken += 1
-    return taken
+    return taken if copies_done(s) else -1
 
 
 # -- a target's side: a batch of requests ------------------------------------------

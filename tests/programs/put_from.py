@@ -5,9 +5,10 @@ copied out into the loop's segments, answered DONE once copied (the source
 may then change), and sent. Prints ``ok``.
 
 1. A put of two requests more than the loop has segments (the last one
-   half a piece): the loop takes as many as it has segments, answers each
-   DONE once its data is copied out, and takes the rest once MPI has sent a
-   segment's; the source written again after
+   half a piece): the loop takes as many as it has segments, asks their
+   copies out together and waits for them once, answers each DONE once its
+   data is copied out, and takes the rest once MPI has sent a segment's; the
+   source written again after
    DONE leaves the heap as the put found it. The target's copies out are
    done only at its second ``settled`` after them, as a GPU's may be: data
    sent before then would be the segment's old bytes.
@@ -32,6 +33,10 @@ may then change), and sent. Prints ``ok``.
    frees its segment once answered; non-blocking pieces land from the
    window. MPI_Win_sync failing stops the loop with its reason, before DONE
    and before the piece is announced.
+9. Staged puts (a group's blocking put copied into a staging segment of the
+   heap first): non-blocking PUT_FROMs whose COND is the staging ticket + 1;
+   the loop gives the staging segment back (STAGE_FREE) with the slot once
+   the copy out is done, not before, and once refused; the data lands.
 """
 
 import ctypes
@@ -55,31 +60,41 @@ lock = tempfile.TemporaryFile()
 # a copy out asked without waiting is done at the second ``settled`` after it
 direct = function_target(heap, lock.fileno())
 bytes_at = _FUNCTIONS["bytes_at"]
-later = np.zeros(5, np.int64)  # dst, src, n, settled calls while one waited, copies
+# the copies asked (then dst, src, n each, from word 8), where to look when
+# they are done (a word of the GPU ring: what it held then goes into word 2),
+# settled calls while one waited, copies done
+LATER_MAX = 2 * _engine.OUT_SEGS
+later = np.zeros(8 + 3 * LATER_MAX, np.int64)
 LATER = later.ctypes.data
 
 
 @cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.int64))
 def copy_out_later(dst, src, n, wait):
-    asked = carray(bytes_at(LATER), 40).view(np.int64)
+    asked = carray(bytes_at(LATER), 8 * (8 + 3 * LATER_MAX)).view(np.int64)
     if wait:
         carray(bytes_at(dst), n)[:] = carray(bytes_at(src), n)
     else:
-        asked[0], asked[1], asked[2] = dst, src, n
+        k = asked[0]
+        asked[8 + 3 * k], asked[9 + 3 * k], asked[10 + 3 * k] = dst, src, n
+        asked[0] = k + 1
     return 0
 
 
 @cfunc(types.int32())
 def settled_later():
-    asked = carray(bytes_at(LATER), 40).view(np.int64)
-    if asked[2] == 0:
+    asked = carray(bytes_at(LATER), 8 * (8 + 3 * LATER_MAX)).view(np.int64)
+    if asked[0] == 0:
         return 0
     asked[3] += 1
     if asked[3] % 2 == 1:
         return -1
-    carray(bytes_at(asked[0]), asked[2])[:] = carray(bytes_at(asked[1]), asked[2])
-    asked[2] = 0
-    asked[4] += 1
+    for k in range(asked[0]):
+        dst, src, n = asked[8 + 3 * k], asked[9 + 3 * k], asked[10 + 3 * k]
+        carray(bytes_at(dst), n)[:] = carray(bytes_at(src), n)
+    asked[4] += asked[0]
+    asked[0] = 0
+    if asked[1] != 0:
+        asked[2] = carray(bytes_at(asked[1]), 8).view(np.int64)[0]
     return 0
 
 
@@ -134,6 +149,7 @@ for at in range(0, total, PIECE):
 want[4096:4096 + total] = source[:total]
 assert _engine.drain(s) == _engine.OUT_SEGS
 assert [done(first + k) for k in range(SEGS + 2)] == [True] * SEGS + [False] * 2
+assert later[4] == SEGS and later[3] == 2, later  # (asked together, waited for once)
 source[:SEGS * PIECE] = 0  # (written again: the heap keeps what was put)
 want[SOURCE_AT:SOURCE_AT + SEGS * PIECE] = 0
 assert (s.ostate == 1).all()
@@ -148,7 +164,7 @@ assert all(done(first + k) for k in range(SEGS + 2))
 assert (s.ostate == 0).all(), "a segment stayed taken once sent"
 wrong = int((heap != want).sum())
 assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
-assert later[4] == SEGS + 2 and later[3] == 2 * (SEGS + 2), later  # (each copy waited for)
+assert later[4] == SEGS + 2 and later[3] <= 2 * 3, later  # (a wait for each drain's)
 
 # 3. a source outside the heap: refused by this PE's loop, answered at once
 outside = np.ones(PIECE, np.uint8)
@@ -218,7 +234,7 @@ for failing in ({"copy_out": _engine.COPY_OUT(copy_out_fails.address)},
     assert s.ctl[_engine.FAILED_RC] == 700 and not done(t) and later[4] == copied
     assert s.ctl[_engine.SENT] == sent and s.ctl[_engine.DATA_IN_FLIGHT] == 0
     s.ctl[_engine.GPU_NEXT] += 1
-    later[2] = 0  # (the copy asked is dropped)
+    later[0] = 0  # (the copy asked is dropped)
 assert (heap == want).all(), "a put whose copy out failed changed the heap"
 
 
@@ -229,9 +245,20 @@ def test_fails(request, flag, status):
     return 1
 
 
-s = s._replace(copy_out=_engine.COPY_OUT(copy_out_later.address),
-               settled=_engine.SETTLED(settled_later.address))
-s.ctl[_engine.FAILED_CALL] = 0
+def fresh(window=None):
+    """A new State and rings (a loop that failed is not run again)."""
+    global s, gw, gpu
+    gpu = np.zeros(_ring.NBYTES, np.uint8)
+    _ring.DeviceRing(gpu, lambda: 0)  # (every slot and staging segment free)
+    host = np.zeros(_engine.HOST_NBYTES, np.uint8)
+    host.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
+    s = _engine.state(MPIC(comm), 1, host, heap, np.array([HEAP]), lock.fileno(), -1, gpu,
+                      target, window)
+    s.ctl[_engine.STOP] = 1  # (serve returns once it has nothing left to do)
+    gw, posted[0] = s.gw, 0
+
+
+fresh()
 first = post(_ring.code(_ring.PUT_FROM), 4096, CHUNK * 4, source.ctypes.data)
 assert _engine.drain(s) == 1 and _engine.flush(s) and s.ctl[_engine.DATA_IN_FLIGHT] == 1
 mpi_test = s.test
@@ -252,14 +279,8 @@ assert (heap == want).all(), "the puts did not land"
 # 8. the segments as a window: fetched by the target
 win = MPI.Win.Allocate(_engine.OUT_SEGS * PIECE, 1, comm=comm)
 win.Lock_all(MPI.MODE_NOCHECK)
-gpu = np.zeros(_ring.NBYTES, np.uint8)
-gpu.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
-host = np.zeros(_engine.HOST_NBYTES, np.uint8)
-host.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
-s = _engine.state(MPIC(comm), 1, host, heap, np.array([HEAP]), lock.fileno(), -1, gpu,
-                  target, (MPI._handleof(win), np.frombuffer(win.tomemory(), np.uint8)))
-s.ctl[_engine.STOP] = s.ctl[_engine.TRACING] = 1
-gw, posted[0] = s.gw, 0
+fresh((MPI._handleof(win), np.frombuffer(win.tomemory(), np.uint8)))
+s.ctl[_engine.TRACING] = 1
 source[:total] = rng.integers(0, 256, total, dtype=np.uint8)
 want[SOURCE_AT:SOURCE_AT + total] = source[:total]
 for at in range(0, total, PIECE):
@@ -296,10 +317,46 @@ assert (heap == want).all() and (s.ostate == 0).all(), "a non-blocking put from 
 # MPI_Win_sync failing once the piece is copied out: the loop stops with its
 # reason, before DONE and before the piece's record is sent
 t = post(_ring.code(_ring.PUT_FROM), 4096, CHUNK * 4, source.ctypes.data)
+sent = s.ctl[_engine.SENT]
 assert _engine.drain(s._replace(win_sync=type(s.win_sync)(lambda *args: 1))) == -1
 assert _engine.CALLS[s.ctl[_engine.FAILED_CALL]] == "MPI_Win_sync failed" and not done(t)
-b = s.openb[0, 0]  # (the batch it would have gone in holds no record)
-assert b < 0 or s.fill[b] == 0, "a piece was announced after MPI_Win_sync failed"
+assert s.ctl[_engine.SENT] == sent, "a piece was announced after MPI_Win_sync failed"
 win.Unlock_all()
 win.Free()
+
+# 9. staged puts (a group's blocking put, copied into a staging segment of
+# the heap first): non-blocking PUT_FROMs whose COND is the staging ticket
+# + 1; once copied out the loop gives back the slot and the staging segment
+# (STAGE_FREE = ticket + STAGE_SEGS), not before; one refused gives both back
+fresh()
+STAGES, STAGE_FREE = _ring.STAGE_SEGS, _ring.STAGE_FREE // 8
+staging = SOURCE_AT + 4 * PIECE  # (the staging segments, in the heap)
+n = 3 * CHUNK + 5
+stage_tickets = range(STAGES + 2)
+tickets = []
+for u in stage_tickets:
+    if u >= STAGES:  # (as the GPU's thread would: its segment free again first)
+        assert gw[STAGE_FREE + u % STAGES] == u, "a staging segment was not given back"
+    at = staging + (u % STAGES) * _ring.STAGE_STRIDE + 3
+    heap[at:at + n] = rng.integers(0, 256, n, dtype=np.uint8)
+    want[4096 + u * n:4096 + (u + 1) * n] = heap[at:at + n]
+    t = post(nbi, 4096 + u * n, n, heap.ctypes.data + at)
+    gw[(t % SLOTS) * 8 + _ring.COND] = u + 1
+    tickets.append(t)
+    later[1] = gw[STAGE_FREE + u % STAGES:].ctypes.data  # (what it holds once copied)
+    assert _engine.drain(s) == 1
+    assert later[2] == u, "a staging segment was given back before its copy out was done"
+    assert gw[STAGE_FREE + u % STAGES] == u + STAGES and \
+        gw[_ring.FREE // 8 + t % SLOTS] == t + SLOTS and not done(t)
+    finish()
+want[staging:staging + _ring.STAGE_BYTES] = heap[staging:staging + _ring.STAGE_BYTES]
+assert (heap == want).all(), "a staged put did not land as staged"
+later[1] = 0
+refusals = s.ctl[_engine.REFUSED]
+t = post(nbi, 0, CHUNK * 4, outside.ctypes.data)
+u = STAGES + 2
+gw[(t % SLOTS) * 8 + _ring.COND] = u + 1
+finish()
+assert s.ctl[_engine.REFUSED] == refusals + 1 and not done(t)
+assert gw[STAGE_FREE + u % STAGES] == u + STAGES and gw[_ring.FREE // 8 + t % SLOTS] == t + SLOTS
 print("ok")
