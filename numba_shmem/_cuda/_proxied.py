@@ -37,14 +37,17 @@ def compiled_in():
 
 
 def device_ring(runtime):
-    """Make this PE's ring and its ticket counter and point the device state
-    at them (before any kernel is loaded); the ring's host side."""
+    """Collective. Make this PE's ring, its ticket counters and its staging
+    segments (in the heap) and point the device state at them (before any
+    kernel is loaded); the ring's host side."""
     from numba import cuda
 
     from ._driver import call
 
     memory = cuda.mapped_array(_ring.NBYTES, np.uint8)
-    tickets = cuda.to_device(np.zeros(1, np.uint64))
+    staging = runtime.heap.allocate((_ring.STAGE_BYTES,), np.uint8)
+    # the ring's tickets, the staging tickets, and the staging segments' address
+    tickets = cuda.to_device(np.array([0, 0, runtime.heap.backend.address(staging)], np.uint64))
     runtime.device_state["proxy_ring"] = memory.device_ctypes_pointer.value
     runtime.device_state["proxy_tickets"] = tickets.device_ctypes_pointer.value
     count = np.asarray(cuda.pinned_array(1, np.uint64))  # (pinned, as every proxy copy)
@@ -58,7 +61,7 @@ def device_ring(runtime):
         return int(count[0])
 
     ring = _ring.DeviceRing(np.asarray(memory), posted)
-    ring.keep = (memory, tickets)  # alive as long as the ring
+    ring.keep = (memory, tickets, staging)  # alive as long as the ring
     return ring
 
 
@@ -152,6 +155,24 @@ def _ring_claim_many(typingctx, count):
 
 
 @intrinsic
+def _stage_claim(typingctx):
+    """Take the next staging ticket (the counter after the ring's)."""
+    def codegen(context, builder, sig, args):
+        return _ptx.asm(builder, _i64, "atom.relaxed.gpu.add.u64 $0, [$1+8], 1;", "=l,l",
+                        [load_field(context, builder, "proxy_tickets")])
+    return types.int64(), codegen
+
+
+@intrinsic
+def _stage_base(typingctx):
+    """The address of the staging segments (in this PE's heap)."""
+    def codegen(context, builder, sig, args):
+        return _ptx.asm(builder, _i64, "ld.relaxed.gpu.b64 $0, [$1+16];", "=l,l",
+                        [load_field(context, builder, "proxy_tickets")])
+    return types.int64(), codegen
+
+
+@intrinsic
 def _ring_posted(typingctx):
     """How many tickets have been taken."""
     def codegen(context, builder, sig, args):
@@ -223,6 +244,7 @@ _NAMESPACE = {
     "_far": _far, "_proxy_check": _proxy_check, "_ring_base": _ring_base,
     "_ring_claim": _ring_claim, "_ring_claim_many": _ring_claim_many,
     "_ring_posted": _ring_posted, "_load_word": _load_word,
+    "_stage_claim": _stage_claim, "_stage_base": _stage_base,
     "_store_word": _store_word, "_release_word": _release_word, "_bits": _bits,
     "_from_bits": _from_bits,
     "RING_MASK": _ring.SLOTS - 1, "RING_SLOTS": _ring.SLOTS, "RING_CHUNK": _ring.CHUNK,
@@ -232,6 +254,8 @@ _NAMESPACE = {
     "RING_PUT_FROM": _ring.code(_ring.PUT_FROM),
     "RING_PUT_FROM_NBI": _ring.code(_ring.PUT_FROM, 0, _ring.FROM_NBI), "RING_PIECE": _ring.PIECE,
     "RING_FROM_MIN": _ring.FROM_MIN, "RING_FROM": _ring.FROM, "RING_AHEAD": _ring.AHEAD,
+    "RING_STAGE_SEGS": _ring.STAGE_SEGS, "RING_STAGE_PIECE": _ring.STAGE_PIECE,
+    "RING_STAGE_STRIDE": _ring.STAGE_STRIDE, "RING_STAGE_FREE": _ring.STAGE_FREE,
     "RING_SIGNAL": _ring.code(_ring.SIGNAL), "RING_SIGNAL_MAX": _ring.code(_ring.SIGNAL, 0,
                                                                             _ring.SIGNAL_MAX),
 }

@@ -162,8 +162,9 @@ class CompiledProxy:
             heap = "the heap reached through copies and a batch of atomics at a time" \
                 if target is not None else "the heap in host memory"
             if device is not None and target is not None:
-                heap += ("; kernels' puts from the heap copied out by the proxy into a window "
-                         "that their target reads with MPI_Rget (MPS shares the GPU)"
+                heap += ("; kernels' puts from the heap copied out by the proxy (a warp's or a "
+                         "block's blocking put of up to 256 KiB staged in the heap first) into "
+                         "a window that their target reads with MPI_Rget (MPS shares the GPU)"
                          if device.from_min else "; kernels' puts staged by their "
                          "threads (the proxy's copies would wait for the application's time "
                          "slice: no MPS)")

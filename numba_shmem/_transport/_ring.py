@@ -26,6 +26,14 @@ it out itself and answers DONE once it has (the thread may then write the
 source again, and gives the slot back). The proxy says whether it does so in
 the FROM word: where its copies would wait for the application's time slice
 (no MPS daemon shares the GPU), it does not.
+
+A blocking put of a warp or a block from the heap of up to STAGE_PIECE bytes
+does not wait for the proxy: the group copies it into one of STAGE_SEGS
+staging segments that the proxy keeps in this PE's heap (a staging ticket
+``u`` from a second counter, segment ``u % STAGE_SEGS``, free once its
+STAGE_FREE word reads ``u``) and posts a non-blocking PUT_FROM from there,
+COND = ``u + 1``; the proxy writes STAGE_FREE = ``u + STAGE_SEGS`` once it has
+copied the data out.
 """
 
 import numpy as np
@@ -35,6 +43,10 @@ CHUNK = 8192  # bytes of data a request carries, staged in its slot
 PIECE = 1 << 20  # the most bytes one request moves
 FROM_MIN = 4 * CHUNK  # a put from the heap this large goes as PUT_FROM requests
 AHEAD = 4  # PUT_FROM requests of one call in the ring at once: the proxy's segments
+STAGE_SEGS = 8  # a power of two
+STAGE_PIECE = 256 << 10  # the most bytes of a staged put
+STAGE_STRIDE = STAGE_PIECE + 64  # (data lands at its source's offset from a 16-byte boundary)
+STAGE_BYTES = STAGE_SEGS * STAGE_STRIDE  # of the heap, where the proxy stages
 
 # the descriptor of slot s: words at s * DESCRIPTOR
 DESCRIPTOR = 64
@@ -44,7 +56,9 @@ DONE = FREE + 8 * SLOTS              # SLOTS words: t + 1 once ticket t is answe
 ANSWER = DONE + 8 * SLOTS            # SLOTS words: a fetching atomic's old value
 COMPLETE = ANSWER + 8 * SLOTS        # one word
 FROM = COMPLETE + 8                  # one word: FROM_MIN where PUT_FROM is used, else 0
+STAGE_FREE = FROM + 8                # STAGE_SEGS words: the staging ticket each waits for
 STAGING = COMPLETE + 128             # SLOTS areas of CHUNK bytes
+assert STAGE_FREE + 8 * STAGE_SEGS <= STAGING
 NBYTES = STAGING + SLOTS * CHUNK
 
 #: the CODE word: kind | dtype << 8 | op << 16 | fetch << 24 (PUT_FROM: only
@@ -76,6 +90,8 @@ class DeviceRing:
         words = memory[:STAGING].view(np.uint64)
         words[:] = 0
         words[FREE // 8:FREE // 8 + SLOTS] = np.arange(SLOTS, dtype=np.uint64)
+        words[STAGE_FREE // 8:STAGE_FREE // 8 + STAGE_SEGS] = np.arange(STAGE_SEGS,
+                                                                        dtype=np.uint64)
         self.posted = posted
 
     @property

@@ -95,6 +95,28 @@ def put_nbi_then_write(dest, source, shift):
 
 
 @cuda.jit
+def staged_rounds(dest, source, shift, size, rounds, warp):
+    """``rounds`` put_blocks (``warp``: put_warps of the first warp) of
+    ``size`` bytes of ``source`` from its byte ``shift`` on, in the heap, to
+    round r's ``size`` bytes of ``dest`` on the right neighbour, the source
+    written with the next round's bytes as soon as each call has returned
+    (round r's byte i: (i * 7 + r + the PE) & 255); then quiet."""
+    me = shmem.my_pe()
+    right = (me + 1) % shmem.n_pes()
+    for r in range(rounds):
+        if not warp:
+            shmem.put_block(dest[r * size:(r + 1) * size], source[shift:shift + size], right)
+        elif cuda.threadIdx.x < 32:
+            shmem.put_warp(dest[r * size:(r + 1) * size], source[shift:shift + size], right)
+        cuda.syncthreads()
+        for i in range(cuda.threadIdx.x, size, cuda.blockDim.x):
+            source[shift + i] = (i * 7 + r + 1 + me) & 255
+        cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        shmem.quiet()
+
+
+@cuda.jit
 def p_words(i32, u32, f32):
     """p of 4-byte values whose high bit is set, into the second element (an
     offset 4 bytes past 8-byte alignment), as the proxy pends such a put."""
@@ -189,6 +211,25 @@ def check_rma(me, n):
             shmem.barrier_all()
             assert (into.copy_to_host() == left_bytes[shift:]).all(), kernel
             assert not from_heap.copy_to_host().any()
+        # a block's and a warp's blocking puts from the heap that are staged
+        # (up to 256 KiB: copied into a staging segment, the call returns at
+        # once), more rounds than there are segments, each source written
+        # again at once; and one byte more than staged (copied out as it is)
+        rounds = 20
+        staged = shmem.array((256 << 10) + 1 + 3, np.uint8)
+        into = shmem.array(rounds * ((256 << 10) + 1), np.uint8)
+        for size, shift, warp in ((32 << 10) + 5, 3, False), (64 << 10, 0, False), \
+                ((200 << 10) + 3, 3, True), (256 << 10, 0, False), ((256 << 10) + 1, 3, False):
+            first = ((np.arange(staged.size) - shift) * 7 + me) & 255
+            staged.copy_to_device(first.astype(np.uint8))
+            into.copy_to_device(np.zeros(into.size, np.uint8))
+            shmem.barrier_all()
+            staged_rounds[1, 256](into, staged, shift, size, rounds, warp)
+            shmem.barrier_all()
+            got = into.copy_to_host()[:rounds * size].reshape(rounds, size)
+            want = (np.arange(size)[None, :] * 7 + np.arange(rounds)[:, None] + left) & 255
+            wrong = np.flatnonzero((got != want).any(axis=1))
+            assert wrong.size == 0, f"puts of {size} bytes (warp {warp}): rounds {wrong} differ"
 
 
 @cuda.jit
