@@ -130,14 +130,15 @@ POSTED, FETCHED, FETCH_FAILED = 1, 2, 3
 #: window, once the put is answered, which takes longer: twice as many as one
 #: call keeps in the ring)
 OUT_SEGS = 2 * _ring.AHEAD
-#: the copies out that ``forward`` asks go one after the other on the copy
-#: engine, and the loop waits for them once, at the end of its ``drain``
-#: (``copies_done``), or before it sends a batch that holds one: a piece is
-#: announced, and its thread told (DONE, or the slot given back; a staged
-#: put's staging segment too), only once its data is out. ``copies``: per copy,
-#: the GPU ring's word that says so and its value, then a staged put's
-#: STAGE_FREE word and value (-1: none)
-COPY_WORDS = 4
+#: a PUT_FROM's copy out is asked as soon as the loop sees it published
+#: (``copy_ahead``, ahead of the tickets it forwards, in order, while a
+#: segment is free) and marked (the mark of MARK_OUT + its segment); the
+#: piece is forwarded, and its thread told (DONE, or the slot given back; a
+#: staged put's staging segment too), once the mark has passed: each copy
+#: runs while the loop forwards those before it and the GPU's threads post
+#: the next (waiting for each cost 12-15 us a piece of 64 KiB on the H200,
+#: and once a drain left one piece a drain). ``cseg``: by slot, the segment
+#: its copy goes to (-1: none asked), ``cbegan`` when it was asked
 
 #: words of a host descriptor beyond the GPU ring's (ADDR: the caller's
 #: memory, or for PUT_FROM the GPU's)
@@ -171,15 +172,15 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 #: yet passed (``checked``: how many of the deferred requests each covers),
 #: CHECK_SINCE when the loop first saw deferred requests that no mark covers
 #: (0: none); FETCHING how many fetchers run, FETCH_STOP tells them to stop;
-#: COPIES the copies out asked and not yet waited for (``copies``), COPY_BEGAN
-#: when the first of them was asked
+#: COPIES the copies out asked whose pieces are not yet forwarded, COPY_NEXT
+#: the GPU's next ticket ``copy_ahead`` looks at
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
     FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, DEFERRED, LAND_SEG, \
     LAND_FILL, COPY_DST, COPY_AT, COPY_N, COPY_ROWS, COPY_PITCH, LAND_HOLD, RECV_HEAD, \
     RECV_COUNT, WIN, CHECK_HEAD, CHECK_COUNT, CHECK_SINCE, FETCHING, FETCH_STOP, COPIES, \
-    COPY_BEGAN, CONTROL_WORDS = range(53)
+    COPY_NEXT, CONTROL_WORDS = range(53)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -213,8 +214,10 @@ DEFER_MAX = 1024
 #: the origin and a quiet there do not wait for the end of a stream of puts
 CHECKS = 4
 CHECK_NS = 20_000
-#: the marks of a Target: a landing segment's (below LAND_SEGS), then settle's
-MARKS = LAND_SEGS + CHECKS
+#: the marks of a Target: a landing segment's (below LAND_SEGS), then settle's,
+#: then from MARK_OUT an out segment's copy's
+MARK_OUT = LAND_SEGS + CHECKS
+MARKS = MARK_OUT + OUT_SEGS
 #: a put to a GPU's heap of at most this many bytes, in whole aligned words of
 #: 4 or 8 bytes (``p`` included), waits there too, as atomic sets of its words
 #: (one record each): no copy of its own (a copy from the proxy's context can
@@ -263,7 +266,7 @@ State = collections.namedtuple("State", [
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
     "nfollow", "dreq", "dticket", "drun", "dstate", "inbox", "inbox2", "drop", "land", "lused",
     "rreq", "rinfo", "fstate", "freq", "frc", "fsleep", "fpipe", "fpoll", "fflag", "fclock",
-    "ftimeout", "fbuf", "out", "ostate", "copies",
+    "ftimeout", "fbuf", "out", "ostate", "cseg", "cbegan",
     "heap", "extent",
     "refusals", "trace"])
 
@@ -359,8 +362,8 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None,
         fflag=np.zeros((FETCHERS, 2), np.int32), fclock=np.zeros((FETCHERS, 2), np.int64),
         ftimeout=np.zeros((FETCHERS, 2), np.int64), fbuf=np.zeros((FETCHERS, 4), np.int32),
         out=out,
-        ostate=np.zeros(OUT_SEGS, np.int64), copies=np.zeros((OUT_SEGS, COPY_WORDS), np.int64),
-        heap=heap,
+        ostate=np.zeros(OUT_SEGS, np.int64), cseg=np.full(_ring.SLOTS, -1, np.int64),
+        cbegan=np.zeros(_ring.SLOTS, np.int64), heap=heap,
         extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64),
         trace=np.zeros((TRACE_RECORDS, TRACE_WORDS), np.int64))
 
@@ -952,8 +955,8 @@ def open_buffer(s, pe, tag, need, answers):
     if b >= 0 and s.fill[b] + need <= BATCH and s.expect[b] + answers <= BATCH and \
             s.nfollow[b] < FOLLOW_MAX:
         return b
-    if b >= 0 and ((s.ctl[COPIES] and not copies_done(s)) or not send_buffer(s, b)):
-        return -2  # (a piece it announces goes once copied out)
+    if b >= 0 and not send_buffer(s, b):
+        return -2
     half = BUFFERS // 2
     first = 0 if tag == TAG_REQ else half
     for k in range(first, first + half):
@@ -1074,46 +1077,39 @@ def reap(s):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def copied(s):
-    """Wait until the target's work asked so far (a copy out of the heap) is
-    done, reaping MPI's sends meanwhile: a large message between processes
-    of one host moves in fragments only while its sender calls into MPI, so
-    a loop that waited in the driver held up the DATA before it. 0, the
-    target's error code, or -2 if MPI failed."""
-    while True:
-        rc = s.settled()
-        if rc != -1:
-            return rc
-        if s.ctl[IN_FLIGHT] + s.ctl[DATA_IN_FLIGHT] != 0 and reap(s) < 0:
-            return -2
-
-
-@njit(nogil=True, cache=True, _nrt=False)
-def copies_done(s):
-    """Wait once for the copies out ``forward`` asked (COPIES), then say so:
-    their data public to the window's readers, and to the GPU's threads DONE,
-    or a non-blocking put's slot and a staged put's staging segment back.
-    False if the target or MPI failed."""
-    n = s.ctl[COPIES]
-    if n == 0:
-        return True
-    rc = copied(s)
-    if rc == -2:  # (MPI failed: FAILED_CALL says where)
-        return False
-    target_call(s, s.ctl[COPY_BEGAN], 11)
-    if target_failed(s, rc, 11):
-        return False
-    # (the copy engine's stores, public before the target's MPI_Rget of them:
-    # the records that say where they are are sent after this)
-    if s.ctl[WIN] != 0 and s.win_sync(_arg(s.win_sync, 0, s.ctl[WIN])) != 0:
-        s.ctl[FAILED_CALL] = 17
-        return False
-    _fence()
-    for k in range(n):
-        s.gw[s.copies[k, 0]] = s.copies[k, 1]
-        if s.copies[k, 2] >= 0:
-            s.gw[s.copies[k, 2]] = s.copies[k, 3]
-    s.ctl[COPIES] = 0
+def copy_ahead(s):
+    """Ask the copies out of the GPU's PUT_FROM requests published from
+    COPY_NEXT on, in ticket order, each into a free segment, and mark each
+    (``forward`` sends its piece once the mark has passed); up to the first
+    one no segment is free for. One that ``forward`` refuses or stops at is
+    passed over. False if the target failed."""
+    ctl, words = s.ctl, s.gw
+    t = max(ctl[COPY_NEXT], ctl[GPU_NEXT])
+    while t - ctl[GPU_NEXT] < _SLOTS and published(words, t):
+        slot = t % _SLOTS
+        d = slot * _DESC
+        code, arg = words[d + 1], words[d + 4]
+        source = words[d + ADDR] - ctl[HEAP_BASE]
+        if code & 255 == _PUT_FROM and arg > 0 and arg <= PIECE and \
+                (code >> 16) & 255 <= _FROM_NBI and source >= 0 and \
+                source <= s.extent[0] - arg and s.cseg[slot] < 0:
+            seg = -1
+            for k in range(OUT_SEGS):
+                if s.ostate[k] == 0:
+                    seg = k
+                    break
+            if seg < 0:
+                break
+            s.cbegan[slot] = now_ns(s)
+            if target_failed(s, s.copy_out(_arg(s.copy_out, 0, np.int64(s.out.ctypes.data)
+                                                + seg * PIECE), words[d + ADDR], arg, 0), 11) \
+                    or target_failed(s, s.mark(MARK_OUT + seg), 11):
+                return False
+            s.ostate[seg] = 1
+            s.cseg[slot] = seg
+            ctl[COPIES] += 1
+        t += 1
+    ctl[COPY_NEXT] = t
     return True
 
 
@@ -1220,12 +1216,15 @@ def forward(s, gpu, ticket, run):
             outstanding[slot] = ticket + 1
             answered(words, outstanding, ticket, 1)
             return 1
-        for k in range(OUT_SEGS):
-            if s.ostate[k] == 0:
-                seg = k
-                break
-        if seg < 0:
+        seg = s.cseg[slot]
+        if seg < 0:  # (no segment was free: copy_ahead asks it once one is)
+            s.ctl[COPY_NEXT] = min(s.ctl[COPY_NEXT], ticket)
             return 0
+        rc = s.passed(MARK_OUT + seg)
+        if rc == -1:  # (not yet copied out)
+            return 0
+        if target_failed(s, rc, 11):
+            return -1
         code = _PUT  # (the target takes it as any put sent apart)
         kind = _PUT
         window = s.ctl[WIN] != 0
@@ -1252,17 +1251,19 @@ def forward(s, gpu, ticket, run):
         return -1
     if b < 0:
         return 0
-    if seg >= 0:  # (DONE, or the slots back, once copied out: copies_done)
-        if s.ctl[COPIES] == 0:
-            s.ctl[COPY_BEGAN] = now_ns(s)
-        s.ostate[seg] = 1
-        if target_failed(s, s.copy_out(_arg(s.copy_out, 0, address), words[d + ADDR], arg, 0),
-                         11):
+    if seg >= 0:  # copied out: DONE, or the slots back
+        target_call(s, s.cbegan[slot], 11)
+        # (the copy engine's stores, public before the target's MPI_Rget of
+        # them: the record that says where they are goes after this)
+        if window and s.win_sync(_arg(s.win_sync, 0, s.ctl[WIN])) != 0:
+            s.ctl[FAILED_CALL] = 17
             return -1
-        k = s.ctl[COPIES]
-        s.copies[k, 0], s.copies[k, 1] = at_copied, copied_value
-        s.copies[k, 2], s.copies[k, 3] = stage_at, stage_value
-        s.ctl[COPIES] = k + 1
+        _fence()
+        words[at_copied] = copied_value
+        if stage_at >= 0:
+            words[stage_at] = stage_value
+        s.cseg[slot] = -1
+        s.ctl[COPIES] -= 1
     s.expect[b] += answers
     at = s.fill[b]
     record = s.pool[b].view(np.int64)
@@ -1306,6 +1307,8 @@ def drain(s):
     host ticket whose ORDER is past it. How many, or -1 if MPI failed."""
     taken = 0
     has_gpu = s.ctl[HAS_GPU] != 0
+    if has_gpu and s.ctl[ON_DEVICE] != 0 and not copy_ahead(s):
+        return -1
     while taken < TAKE:
         host_next = s.ctl[HOST_NEXT]
         gpu_next = s.ctl[GPU_NEXT]
@@ -1343,7 +1346,7 @@ def drain(s):
         if went == 0:
             break
         taken += 1
-    return taken if copies_done(s) else -1
+    return taken
 
 
 # -- a target's side: a batch of requests ------------------------------------------
@@ -1864,7 +1867,7 @@ def serve(s):
                 break                 # copied, and what is done answered, before the next)
         if ctl[OPEN] != 0 and not flush(s):
             return ctl[FAILED_CALL]
-        if taken or freed:
+        if taken or freed or ctl[COPIES] != 0:  # (a copy out runs: no sleep)
             busy = True
         if s.ctl[STOP] != 0 and not busy and not sending(s):
             return 0

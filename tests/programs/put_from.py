@@ -5,13 +5,13 @@ copied out into the loop's segments, answered DONE once copied (the source
 may then change), and sent. Prints ``ok``.
 
 1. A put of two requests more than the loop has segments (the last one
-   half a piece): the loop takes as many as it has segments, asks their
-   copies out together and waits for them once, answers each DONE once its
-   data is copied out, and takes the rest once MPI has sent a segment's; the
-   source written again after
-   DONE leaves the heap as the put found it. The target's copies out are
-   done only at its second ``settled`` after them, as a GPU's may be: data
-   sent before then would be the segment's old bytes.
+   half a piece): the loop asks the copies out of as many as it has
+   segments at once, ahead of forwarding them; it announces none and
+   answers none DONE before its copy is done (the mark after it passed), and
+   takes the rest once MPI has sent a segment's; the source written again
+   after DONE leaves the heap as the put found it. The target's copies out
+   are done only at its second ``settled`` or ``passed`` after them, as a
+   GPU's may be: data sent before then would be the segment's old bytes.
 2. A chunk put staged in its slot after them, over the same bytes, lands
    after them (program order).
 3. A PUT_FROM whose source is not all in the heap's mapped part is refused
@@ -24,7 +24,7 @@ may then change), and sent. Prints ``ok``.
 6. A copy out that fails, when asked or once done, stops the loop with its
    reason and the driver's error, before DONE and before anything is sent.
 7. MPI failing while a copy out runs (the loop tests the sends before it
-   meanwhile) stops the loop with MPI's reason, before DONE.
+   meanwhile: its turns go on) stops the loop with MPI's reason, before DONE.
 8. With the segments a window (MPI_Win_allocate), the pieces of step 1
    travel as WINDOW records and no DATA message: the target fetches each
    from the window, and a segment is taken again only once its put is
@@ -45,7 +45,7 @@ import tempfile
 import numpy as np
 from mpi4py import MPI
 
-from numba import carray, cfunc, types
+from numba import carray, cfunc, njit, types
 
 from numba_shmem._sim._target import _FUNCTIONS, function_target
 from numba_shmem._transport import _engine, _ring
@@ -57,7 +57,8 @@ comm = MPI.COMM_SELF.Dup()
 HEAP = 32 << 20
 heap = np.zeros(HEAP, np.uint8)
 lock = tempfile.TemporaryFile()
-# a copy out asked without waiting is done at the second ``settled`` after it
+# a copy out asked without waiting is done at the second ``settled`` or
+# ``passed`` after it
 direct = function_target(heap, lock.fileno())
 bytes_at = _FUNCTIONS["bytes_at"]
 # the copies asked (then dst, src, n each, from word 8), where to look when
@@ -80,8 +81,8 @@ def copy_out_later(dst, src, n, wait):
     return 0
 
 
-@cfunc(types.int32())
-def settled_later():
+@njit
+def copied_later():
     asked = carray(bytes_at(LATER), 8 * (8 + 3 * LATER_MAX)).view(np.int64)
     if asked[0] == 0:
         return 0
@@ -98,9 +99,19 @@ def settled_later():
     return 0
 
 
+@cfunc(types.int32())
+def settled_later():
+    return copied_later()
+
+
+@cfunc(types.int32(types.int64))
+def passed_later(k):  # (every copy asked is done: any mark after them has passed)
+    return copied_later()
+
+
 target = direct._replace(
     copy_out=_engine.COPY_OUT(copy_out_later.address),
-    settled=_engine.SETTLED(settled_later.address))
+    settled=_engine.SETTLED(settled_later.address), passed=_engine.MARK(passed_later.address))
 host = np.zeros(_engine.HOST_NBYTES, np.uint8)
 host.view(np.int64)[_ring.FREE // 8:_ring.FREE // 8 + SLOTS] = np.arange(SLOTS)
 gpu = np.zeros(_ring.NBYTES, np.uint8)
@@ -131,6 +142,16 @@ def done(t):
     return gw[_ring.DONE // 8 + t % SLOTS] == t + 1
 
 
+def drains(state=None):
+    """What the first drain that takes or fails returns (a piece waits for
+    its copy out, done at the second look), 0 if none does."""
+    for _ in range(4):
+        n = _engine.drain(s if state is None else state)
+        if n != 0:
+            return n
+    return 0
+
+
 def finish():
     for _ in range(1000):
         if gw[_ring.COMPLETE // 8] == posted[0]:
@@ -147,9 +168,12 @@ for at in range(0, total, PIECE):
     n = min(PIECE, total - at)
     post(_ring.code(_ring.PUT_FROM), 4096 + at, n, source.ctypes.data + at)
 want[4096:4096 + total] = source[:total]
-assert _engine.drain(s) == _engine.OUT_SEGS
+assert _engine.drain(s) == 0 and later[0] == SEGS, later  # (asked together, not yet done)
+assert not any(done(first + k) for k in range(SEGS + 2)), "DONE before the copy out"
+assert s.ctl[_engine.SENT] == 0 and s.ctl[_engine.OPEN] == 0, "announced before copied out"
+assert drains() == _engine.OUT_SEGS
 assert [done(first + k) for k in range(SEGS + 2)] == [True] * SEGS + [False] * 2
-assert later[4] == SEGS and later[3] == 2, later  # (asked together, waited for once)
+assert later[4] == SEGS and later[3] == 2, later
 source[:SEGS * PIECE] = 0  # (written again: the heap keeps what was put)
 want[SOURCE_AT:SOURCE_AT + SEGS * PIECE] = 0
 assert (s.ostate == 1).all()
@@ -164,7 +188,7 @@ assert all(done(first + k) for k in range(SEGS + 2))
 assert (s.ostate == 0).all(), "a segment stayed taken once sent"
 wrong = int((heap != want).sum())
 assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
-assert later[4] == SEGS + 2 and later[3] <= 2 * 3, later  # (a wait for each drain's)
+assert later[4] == SEGS + 2, later
 
 # 3. a source outside the heap: refused by this PE's loop, answered at once
 outside = np.ones(PIECE, np.uint8)
@@ -189,7 +213,7 @@ source[:3 * PIECE] = rng.integers(0, 256, 3 * PIECE, dtype=np.uint8)
 want[SOURCE_AT:SOURCE_AT + 3 * PIECE] = source[:3 * PIECE]
 tickets = [post(nbi, 4096 + at, min(PIECE, 3 * PIECE - at), source.ctypes.data + at)
            for at in range(0, 3 * PIECE, PIECE)]
-assert _engine.drain(s) == 3
+assert drains() == 3
 assert [gw[_ring.FREE // 8 + t % SLOTS] for t in tickets] == [t + SLOTS for t in tickets]
 assert not any(done(t) for t in tickets)
 want[4096:4096 + 3 * PIECE] = source[:3 * PIECE]
@@ -223,9 +247,15 @@ def settled_fails():
     return 700
 
 
+@cfunc(types.int32(types.int64))
+def passed_fails(k):
+    return 700
+
+
 for failing in ({"copy_out": _engine.COPY_OUT(copy_out_fails.address)},
                 {"copy_out": _engine.COPY_OUT(copy_out_later.address),
-                 "settled": _engine.SETTLED(settled_fails.address)}):
+                 "settled": _engine.SETTLED(settled_fails.address),
+                 "passed": _engine.MARK(passed_fails.address)}):
     s = s._replace(**failing)
     s.ctl[_engine.FAILED_CALL] = s.ctl[_engine.FAILED_RC] = 0
     sent, copied = s.ctl[_engine.SENT], later[4]
@@ -260,13 +290,13 @@ def fresh(window=None):
 
 fresh()
 first = post(_ring.code(_ring.PUT_FROM), 4096, CHUNK * 4, source.ctypes.data)
-assert _engine.drain(s) == 1 and _engine.flush(s) and s.ctl[_engine.DATA_IN_FLIGHT] == 1
+assert drains() == 1 and _engine.flush(s) and s.ctl[_engine.DATA_IN_FLIGHT] == 1
 mpi_test = s.test
 s = s._replace(test=ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 3)(test_fails.address))
 later[3] += later[3] % 2  # (the next settled says "not yet" once)
 second = post(_ring.code(_ring.PUT_FROM), 4096 + CHUNK * 4, CHUNK * 4,
               source.ctypes.data + CHUNK * 4)
-assert _engine.drain(s) == -1 and _engine.CALLS[s.ctl[_engine.FAILED_CALL]] == "MPI_Test failed"
+assert _engine.serve(s) == 4 and _engine.CALLS[s.ctl[_engine.FAILED_CALL]] == "MPI_Test failed"
 assert done(first) and not done(second)
 s = s._replace(test=mpi_test)  # (then both land: the first's data was sent)
 want[4096:4096 + 2 * CHUNK * 4] = source[:2 * CHUNK * 4]
@@ -286,7 +316,7 @@ want[SOURCE_AT:SOURCE_AT + total] = source[:total]
 for at in range(0, total, PIECE):
     post(_ring.code(_ring.PUT_FROM), 4096 + at, min(PIECE, total - at), source.ctypes.data + at)
 want[4096:4096 + total] = source[:total]
-assert _engine.drain(s) == _engine.OUT_SEGS and _engine.flush(s)
+assert drains() == _engine.OUT_SEGS and _engine.flush(s)
 assert [done(k) for k in range(SEGS + 2)] == [True] * SEGS + [False] * 2
 assert s.ctl[_engine.DATA_IN_FLIGHT] == 0 and _engine.reap(s) >= 0
 assert (s.ostate == 1).all(), "a window's segment was taken again before its put was answered"
@@ -309,7 +339,7 @@ source[:3 * PIECE] = rng.integers(0, 256, 3 * PIECE, dtype=np.uint8)
 want[SOURCE_AT:SOURCE_AT + 3 * PIECE] = source[:3 * PIECE]
 tickets = [post(nbi, 8192 + at, PIECE, source.ctypes.data + at)
            for at in range(0, 3 * PIECE, PIECE)]
-assert _engine.drain(s) == 3
+assert drains() == 3
 assert [gw[_ring.FREE // 8 + t % SLOTS] for t in tickets] == [t + SLOTS for t in tickets]
 want[8192:8192 + 3 * PIECE] = source[:3 * PIECE]
 finish()
@@ -318,7 +348,7 @@ assert (heap == want).all() and (s.ostate == 0).all(), "a non-blocking put from 
 # reason, before DONE and before the piece's record is sent
 t = post(_ring.code(_ring.PUT_FROM), 4096, CHUNK * 4, source.ctypes.data)
 sent = s.ctl[_engine.SENT]
-assert _engine.drain(s._replace(win_sync=type(s.win_sync)(lambda *args: 1))) == -1
+assert drains(s._replace(win_sync=type(s.win_sync)(lambda *args: 1))) == -1
 assert _engine.CALLS[s.ctl[_engine.FAILED_CALL]] == "MPI_Win_sync failed" and not done(t)
 assert s.ctl[_engine.SENT] == sent, "a piece was announced after MPI_Win_sync failed"
 win.Unlock_all()
@@ -344,7 +374,7 @@ for u in stage_tickets:
     gw[(t % SLOTS) * 8 + _ring.COND] = u + 1
     tickets.append(t)
     later[1] = gw[STAGE_FREE + u % STAGES:].ctypes.data  # (what it holds once copied)
-    assert _engine.drain(s) == 1
+    assert drains() == 1
     assert later[2] == u, "a staging segment was given back before its copy out was done"
     assert gw[STAGE_FREE + u % STAGES] == u + STAGES and \
         gw[_ring.FREE // 8 + t % SLOTS] == t + SLOTS and not done(t)
