@@ -1,16 +1,18 @@
-"""Benchmark: the proxy (PEs on other nodes) against MPI between the same two
-ranks: put bandwidth, 4 KiB to 64 MiB, against mpi4py's Send/Recv and Put (a
+"""Benchmark: the proxy (PEs on other nodes) against MPI between the same
+ranks, in pairs: put bandwidth, 4 KiB to 64 MiB, against mpi4py's Send/Recv and Put (a
 window of 16 messages, as osu_bw); p and put_signal round trips, a fetching
 atomic's and a host put + quiet's, against a Send/Recv ping-pong (osu_latency);
 how fast a Python thread runs while the proxy is busy; p's per second from many
 threads.
 
-    python benchmarks/proxy.py [--max-bytes 67108864] [--json out.json]
+    python benchmarks/proxy.py [--npes 2] [--max-bytes 67108864] [--json out.json]
                                [--mpiexec-args "--bind-to none"]
 
-Runs ``mpiexec -n 2`` with NUMBA_SHMEM_NODE_SIZE=1 (every PE a node of its own),
-on the backend numba-shmem picks here; with one GPU, both PEs share it through
-a private MPS daemon, as shmem-run's would.
+Runs ``mpiexec -n NPES`` with NUMBA_SHMEM_NODE_SIZE=1 (every PE a node of its
+own), on the backend numba-shmem picks here; with one GPU, the PEs share it
+through a private MPS daemon, as shmem-run's would. The PEs work in pairs (0
+and 1, 2 and 3, ...), every pair at once, each with MPI's figures between the
+same two ranks: the figures are PE 0's pair's.
 """
 
 import argparse
@@ -42,16 +44,21 @@ def _cpus(cpus):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--npes", type=int, default=2,
+                        help="PEs, each a node of its own, in pairs (an even number)")
     parser.add_argument("--max-bytes", type=int, default=64 << 20)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--mpiexec-args", default="--bind-to none",
                         help="mpiexec's binding arguments (default: every rank may use every "
                         "CPU, as a PE and its proxy thread need two or more)")
     args = parser.parse_args()
+    if args.npes < 2 or args.npes % 2:
+        parser.error(f"--npes takes an even number of PEs, 2 or more (got {args.npes})")
     mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
     flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
     env = dict(os.environ, NUMBA_SHMEM_NODE_SIZE="1", OMPI_MCA_plm_rsh_agent="false")
-    command = [mpiexec, *flags, *shlex.split(args.mpiexec_args), "-n", "2", sys.executable,
+    command = [mpiexec, *flags, *shlex.split(args.mpiexec_args), "-n", str(args.npes),
+               sys.executable,
                str(HERE / "proxy_pe.py"), str(args.max_bytes)]
     with tempfile.TemporaryDirectory() as jobdir:
         daemon = mps_daemon(jobdir)
@@ -68,7 +75,8 @@ def main():
     if not lines:
         raise SystemExit(f"benchmark printed no result:\n{run.stdout}\n{run.stderr}")
     r = json.loads(lines[-1])
-    print(f"proxy between 2 PEs on nodes of their own ({r['backend']} backend), {r['mpi']}")
+    print(f"proxy between {r['npes']} PEs on nodes of their own, in pairs, every pair at once "
+          f"(PE 0's pair's figures; {r['backend']} backend), {r['mpi']}")
     print("CPUs each PE may run on (its proxy thread among them): "
           + "; ".join(f"PE {pe}: {_cpus(c)}" for pe, c in enumerate(r["cpus"])))
     print(f"bandwidth, MB/s: {r['window']} messages of 'bytes' each, best of 3 rounds; "

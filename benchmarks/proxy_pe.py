@@ -1,10 +1,13 @@
-"""One PE of the proxy benchmark (run by benchmarks/proxy.py under mpiexec, 2 PEs
-on emulated nodes of one). PE 0 measures; prints one JSON line from PE 0.
+"""One PE of the proxy benchmark (run by benchmarks/proxy.py under mpiexec, an
+even number of PEs on emulated nodes of one). The PEs work in pairs (0 and 1,
+2 and 3, ...), every pair at once: the even PE sends, the odd one answers. PE
+0 measures its pair; prints one JSON line from PE 0.
 
-On the same two processes, one after another: numba-shmem's puts and round
-trips through the proxy, mpi4py's own Send/Recv and Put between the same ranks
-(osu_bw / osu_latency shapes), how fast a Python thread of PE 0 runs while PE
-1 keeps PE 0's proxy busy, and p from many threads of a kernel at once.
+On the same processes, one after another: numba-shmem's puts and round trips
+through the proxy, mpi4py's own Send/Recv and Put between the same ranks
+(osu_bw / osu_latency shapes), how fast a Python thread of an even PE runs
+while its partner keeps its proxy busy, and p from many threads of a kernel at
+once.
 """
 
 import json
@@ -29,12 +32,17 @@ def best_of(rounds, run):
     return min(times), times
 
 
-def on_pe0(me, work):
-    """Seconds PE 0 takes to run ``work()``, between two barriers of every PE
-    (the others only wait)."""
+def partner(me):
+    """The other PE of ``me``'s pair."""
+    return me ^ 1
+
+
+def on_senders(me, work):
+    """Seconds this PE takes to run ``work()`` where it is the even PE of its
+    pair, between two barriers of every PE (the odd ones only wait)."""
     shmem.barrier_all()
     start = time.perf_counter()
-    if me == 0:
+    if me % 2 == 0:
         work()
     elapsed = time.perf_counter() - start
     shmem.barrier_all()
@@ -42,23 +50,23 @@ def on_pe0(me, work):
 
 
 def shmem_bandwidth(me, dest, source, size):
-    """Seconds for WINDOW puts of ``size`` bytes into PE 1 and their quiet."""
+    """Seconds for WINDOW puts of ``size`` bytes into the partner and their quiet."""
     def puts():
         for _ in range(WINDOW):
-            shmem.put(dest[:size], source[:size], 1)
+            shmem.put(dest[:size], source[:size], partner(me))
         shmem.quiet()
-    return lambda: on_pe0(me, puts)
+    return lambda: on_senders(me, puts)
 
 
 @cuda.jit
-def put_blocks(dest, source, size, window, nbi):
+def put_blocks(dest, source, size, window, nbi, pe):
     """One block: ``window`` put_blocks (``nbi``: put_nbi_blocks) of ``size``
-    bytes into PE 1, then quiet."""
+    bytes into PE ``pe``, then quiet."""
     for _ in range(window):
         if nbi:
-            shmem.put_nbi_block(dest[:size], source[:size], 1)
+            shmem.put_nbi_block(dest[:size], source[:size], pe)
         else:
-            shmem.put_block(dest[:size], source[:size], 1)
+            shmem.put_block(dest[:size], source[:size], pe)
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
         shmem.quiet()
@@ -66,23 +74,23 @@ def put_blocks(dest, source, size, window, nbi):
 
 def device_bandwidth(me, dest, source, size, nbi=False):
     """Seconds for WINDOW put_blocks (``nbi``: put_nbi_blocks) of ``size`` bytes
-    into PE 1 from one block of a kernel of PE 0 (256 threads), and their quiet."""
+    into the partner from one block of a kernel (256 threads), and their quiet."""
     def kernel(window=WINDOW):
-        put_blocks[1, 256](dest, source, size, window, nbi)
+        put_blocks[1, 256](dest, source, size, window, nbi, partner(me))
         cuda.synchronize()
-    if me == 0:
+    if me % 2 == 0:
         kernel(1)  # (compiled before it is timed)
-    return lambda: on_pe0(me, kernel)
+    return lambda: on_senders(me, kernel)
 
 
 def checked(me, run, dest, want):
-    """``run`` with ``dest`` zeroed on PE 1 before each round and checked
-    after it: every round's puts arrived whole (not an earlier round's)."""
+    """``run`` with ``dest`` zeroed on the odd PEs before each round and
+    checked after it: every round's puts arrived whole (not an earlier round's)."""
     def round_checked():
-        if me == 1:
+        if me % 2 == 1:
             dest.copy_to_device(np.zeros(dest.size, np.uint8))
         elapsed = run()
-        if me == 1:
+        if me % 2 == 1:
             assert (dest.copy_to_host() == want).all(), "a round's puts did not arrive whole"
         return elapsed
     return round_checked
@@ -92,21 +100,22 @@ def mpi_bandwidth(comm, me, buf, size, one_sided, win):
     def run():
         comm.Barrier()
         start = time.perf_counter()
+        other = partner(me)
         if one_sided:
-            if me == 0:
-                win.Lock(1)
+            if me % 2 == 0:
+                win.Lock(other)
                 for _ in range(WINDOW):
-                    win.Put(buf[:size], 1)
-                win.Unlock(1)  # complete at the target
+                    win.Put(buf[:size], other)
+                win.Unlock(other)  # complete at the target
         else:
-            if me == 0:
-                requests = [comm.Isend(buf[:size], 1, tag=5) for _ in range(WINDOW)]
+            if me % 2 == 0:
+                requests = [comm.Isend(buf[:size], other, tag=5) for _ in range(WINDOW)]
                 MPI.Request.Waitall(requests)
-                comm.Recv(buf[:1], 1, tag=6)  # the receiver's ack: all arrived
+                comm.Recv(buf[:1], other, tag=6)  # the receiver's ack: all arrived
             else:
-                requests = [comm.Irecv(buf[:size], 0, tag=5) for _ in range(WINDOW)]
+                requests = [comm.Irecv(buf[:size], other, tag=5) for _ in range(WINDOW)]
                 MPI.Request.Waitall(requests)
-                comm.Send(buf[:1], 0, tag=6)
+                comm.Send(buf[:1], other, tag=6)
         elapsed = time.perf_counter() - start
         comm.Barrier()
         return elapsed
@@ -120,9 +129,9 @@ def ping_pong(flag, sig, data, payload, iters, kind):
     if cuda.grid(1) != 0:
         return
     me = shmem.my_pe()
-    other = 1 - me
+    other = me ^ 1
     for i in range(1, iters + 1):
-        if me == 1:
+        if me % 2 == 1:
             if kind == 0:
                 shmem.wait_until(flag, shmem.CMP_GE, i)
             else:
@@ -132,7 +141,7 @@ def ping_pong(flag, sig, data, payload, iters, kind):
         else:
             payload[0] = i
             shmem.put_signal(data, payload, sig, i, shmem.SIGNAL_SET, other)
-        if me == 0:
+        if me % 2 == 0:
             if kind == 0:
                 shmem.wait_until(flag, shmem.CMP_GE, i)
             else:
@@ -176,7 +185,7 @@ def chains(traces, steps, origins):
         steps = [step for step in steps if step[1] != _engine.CALLED]  # no calls into it)
     spans = [[] for _ in steps[1:]]
     for origin in origins:
-        pes = (origin, 1 - origin)
+        pes = (origin, origin ^ 1)
         for t in by.get((origin, _engine.TAKEN, None), []):
             at, gaps = t, []
             for pe, event, tag, _name in steps[1:]:
@@ -196,8 +205,8 @@ def chains(traces, steps, origins):
 def put_stages(traces):
     """Where a window of large puts (PUT_FROM pieces, copied out of PE 0's heap)
     goes, from both proxies' traces (one clock): per piece, the median us of
-    its copy out of the GPU (the loop keeps MPI's sends moving meanwhile: the
-    span holds their work too), from its taking to its data landed at PE 1
+    its copy out of the GPU (from the copy asked to the piece forwarded once
+    it is done: the loop's other work meanwhile included), from its taking to its data landed at PE 1
     (the batch through MPI, then its data fetched from PE 0's window, or its
     DATA message received, behind the pieces before it), from
     landed to answered (its copy into PE 1's heap and all the work asked
@@ -215,7 +224,7 @@ def put_stages(traces):
     applied = [(answered[rid] - at) / 1e3 for rid, at in landed.items() if rid in answered]
     every = np.diff(sorted(at for rid, at in taken.items() if rid in landed)) / 1e3
     return [(name, float(np.median(span)), len(span))
-            for name, span in (("copy out of the GPU, MPI's sends moved meanwhile", copies),
+            for name, span in (("copy out of the GPU (asked -> its piece forwarded)", copies),
                                ("taken -> its data landed at the target", moved),
                                ("landed -> answered (its copy in and the work before done)",
                                 applied),
@@ -277,10 +286,10 @@ def fetch_round_trip(me, counter, iters):
     """Seconds per atomic_fetch_add on the other PE from one GPU thread of PE 0
     (each waits for its answer), timed around one kernel that runs them all."""
     def fetches(n=iters):
-        fetch_loop[1, 1](counter, n, 1)
+        fetch_loop[1, 1](counter, n, partner(me))
         cuda.synchronize()
-    on_pe0(me, lambda: fetches(2))  # (the kernel compiled and loaded before any timing)
-    return lambda: on_pe0(me, fetches) / iters
+    on_senders(me, lambda: fetches(2))  # (the kernel compiled and loaded before any timing)
+    return lambda: on_senders(me, fetches) / iters
 
 
 def host_put_round_trip(me, dest, iters):
@@ -291,9 +300,9 @@ def host_put_round_trip(me, dest, iters):
 
     def puts():
         for _ in range(iters):
-            shmem.put(target, word, 1)
+            shmem.put(target, word, partner(me))
             shmem.quiet()
-    return lambda: on_pe0(me, puts) / iters
+    return lambda: on_senders(me, puts) / iters
 
 
 def mpi_probe_cost(comm, calls=20000):
@@ -313,12 +322,12 @@ def mpi_round_trip(comm, me, iters):
         comm.Barrier()
         start = time.perf_counter()
         for _ in range(iters):
-            if me == 0:
-                comm.Send(buf, 1, tag=7)
-                comm.Recv(buf, 1, tag=7)
+            if me % 2 == 0:
+                comm.Send(buf, partner(me), tag=7)
+                comm.Recv(buf, partner(me), tag=7)
             else:
-                comm.Recv(buf, 0, tag=7)
-                comm.Send(buf, 0, tag=7)
+                comm.Recv(buf, partner(me), tag=7)
+                comm.Send(buf, partner(me), tag=7)
         elapsed = time.perf_counter() - start
         comm.Barrier()
         return elapsed / iters
@@ -326,24 +335,24 @@ def mpi_round_trip(comm, me, iters):
 
 
 @cuda.jit
-def p_many(counter, per_thread):
-    """Every thread of the grid: ``per_thread`` p's into PE 1, then quiet."""
+def p_many(counter, per_thread, pe):
+    """Every thread of the grid: ``per_thread`` p's into PE ``pe``, then quiet."""
     t = cuda.grid(1)
     for i in range(per_thread):
-        shmem.p(counter[t:t + 1], i, 1)
+        shmem.p(counter[t:t + 1], i, pe)
     shmem.quiet()
 
 
 def kernel_message_seconds(me, counter, threads, per_thread):
-    """Seconds for ``per_thread`` p's from each of ``threads`` threads of one
-    block of a kernel of PE 0 (on the simulator each a Python thread), quiet
-    included, timed around the kernel (compiled before)."""
+    """Seconds for ``per_thread`` p's into the partner from each of
+    ``threads`` threads of one block of a kernel (on the simulator each a
+    Python thread), quiet included, timed around the kernel (compiled before)."""
     def kernel(n=per_thread):
-        p_many[1, threads](counter, n)
+        p_many[1, threads](counter, n, partner(me))
         cuda.synchronize()
-    if me == 0:
+    if me % 2 == 0:
         kernel(1)
-    return lambda: on_pe0(me, kernel)
+    return lambda: on_senders(me, kernel)
 
 
 def python_speed(seconds):
@@ -356,19 +365,19 @@ def python_speed(seconds):
 
 
 def interpreter_kept(me, dest, seconds=1.0):
-    """How fast a Python thread of PE 0 runs while PE 1 keeps PE 0's proxy busy
-    (puts of 4 KiB into PE 0, one after another), against the same thread with
-    the proxy idle: the ratio, and both speeds."""
+    """How fast a Python thread of an even PE runs while its partner keeps its
+    proxy busy (puts of 4 KiB into it, one after another), against the same
+    thread with the proxy idle: the ratio, and both speeds."""
     source = np.ones(4096, np.uint8)
     shmem.barrier_all()
-    idle = python_speed(seconds) if me == 0 else 0.0
+    idle = python_speed(seconds) if me % 2 == 0 else 0.0
     shmem.barrier_all()
-    if me == 0:
+    if me % 2 == 0:
         busy = python_speed(seconds)
     else:
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
-            shmem.put(dest[:4096], source, 0)
+            shmem.put(dest[:4096], source, partner(me))
         shmem.quiet()
         busy = 0.0
     shmem.barrier_all()
@@ -393,9 +402,9 @@ def main():
     max_bytes = int(sys.argv[1])
     shmem.init()
     me = shmem.my_pe()
-    if shmem.n_pes() != 2 or shmem._runtime.current().proxy is None:
-        raise SystemExit("benchmarks/proxy.py runs 2 PEs on nodes of their own "
-                         "(NUMBA_SHMEM_NODE_SIZE=1 under mpiexec)")
+    if shmem.n_pes() % 2 or shmem._runtime.current().proxy is None:
+        raise SystemExit("benchmarks/proxy.py runs an even number of PEs on nodes of their "
+                         "own (NUMBA_SHMEM_NODE_SIZE=1 under mpiexec)")
     comm = MPI.COMM_WORLD.Dup()
     dest = shmem.zeros(max_bytes, np.uint8)
     source = np.arange(max_bytes, dtype=np.uint64).astype(np.uint8)
@@ -404,6 +413,7 @@ def main():
     buf = np.zeros(max_bytes, np.uint8)
     win, put_window = mpi_window(comm, buf)
     results = {"backend": shmem._runtime.current().backend, "window": WINDOW,
+               "npes": shmem.n_pes(),
                "mpi": MPI.Get_library_version().splitlines()[0], "bandwidth": [],
                "mpi_put_window": put_window,
                # the CPUs each rank may run on (its proxy thread shares them)
@@ -421,7 +431,7 @@ def main():
         for key, run in runs:
             if key.startswith("shmem_put_") and key != "shmem_put_s":
                 run = checked(me, run, dest[:size], source[::-1][:size])
-            elif me == 1 and key.startswith("shmem_"):  # (the checks see this kind's puts)
+            elif me % 2 == 1 and key.startswith("shmem_"):  # (the checks see this kind's puts)
                 dest[:size].copy_to_device(np.zeros(size, np.uint8))
             row[key], row[key + "_rounds"] = best_of(ROUNDS, run)
         results["bandwidth"].append(row)
@@ -429,7 +439,7 @@ def main():
             print(json.dumps({k: v for k, v in row.items() if not k.endswith("rounds")}),
                   file=sys.stderr, flush=True)
         size *= 4
-    if me == 1:  # the puts arrived whole
+    if me % 2 == 1:  # the puts arrived whole
         assert (dest.copy_to_host() == source).all()
     iters = 300
     counter = shmem.zeros(64, np.int64)
