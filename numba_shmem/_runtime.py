@@ -239,13 +239,13 @@ def _gpu_proxy(runtime):
     from ._transport._compiled import CompiledProxy
 
     heap = runtime.heap.backend
-    device = device_ring(runtime)
     target = FunctionTarget(heap)
-    # puts from the heap copied out by the proxy, where its copies need not
-    # wait for the application's time slice
-    device.from_min = _ring.FROM_MIN if target.alongside else 0
-    lockfd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)  # (atomics take no lock here)
+    lockfd = None
     try:
+        # puts from the heap copied out by the proxy, where its copies need not
+        # wait for the application's time slice
+        device = device_ring(runtime, _ring.FROM_MIN if target.alongside else 0)
+        lockfd = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)  # (atomics take no lock here)
         # the target goes with the proxy, once its loop has stopped
         return CompiledProxy(runtime.bootstrap, np.zeros(8, np.uint8), heap.extent_word, lockfd,
                              runtime.config.wait_timeout, runtime.config.debug, device=device,
@@ -253,7 +253,8 @@ def _gpu_proxy(runtime):
                              target=target.target, attach=target.attach, pin=target.pin,
                              release=target.close, target_counts=target.counts)
     except BaseException:
-        os.close(lockfd)
+        if lockfd is not None:
+            os.close(lockfd)
         target.close()
         raise
 

@@ -189,7 +189,7 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
                          + "else:\n" + _indent(from_heap, 1))
         return (head + "in_heap = near_at - _heap_base()\n"
                 "if total >= RING_FROM_MIN and in_heap >= 0 and in_heap + total <= _heap_size() "
-                "and _load_word(_ring_base() + RING_FROM) != 0:\n"
+                "and _ring_from() != 0:\n"
                 + _indent(from_heap, 1) + "else:\n"
                 + _indent(_far_chunks(put, smallest, scope), 1))
     return head + _far_chunks(put, smallest, scope)

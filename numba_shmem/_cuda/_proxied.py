@@ -36,18 +36,22 @@ def compiled_in():
     return bool(_config.from_env().node_size)
 
 
-def device_ring(runtime):
+def device_ring(runtime, from_min):
     """Collective. Make this PE's ring, its ticket counters and its staging
     segments (in the heap) and point the device state at them (before any
-    kernel is loaded); the ring's host side."""
+    kernel is loaded); the ring's host side. ``from_min``: the FROM word (0
+    where the proxy takes no PUT_FROM)."""
     from numba import cuda
 
     from ._driver import call
 
     memory = cuda.mapped_array(_ring.NBYTES, np.uint8)
     staging = runtime.heap.allocate((_ring.STAGE_BYTES,), np.uint8)
-    # the ring's tickets, the staging tickets, and the staging segments' address
-    tickets = cuda.to_device(np.array([0, 0, runtime.heap.backend.address(staging)], np.uint64))
+    # the ring's tickets, the staging tickets, the staging segments' address,
+    # and the FROM word, read by every thread of a large put (from mapped host
+    # memory that was a read over the bus each, one warp after another)
+    tickets = cuda.to_device(np.array([0, 0, runtime.heap.backend.address(staging), from_min],
+                                      np.uint64))
     runtime.device_state["proxy_ring"] = memory.device_ctypes_pointer.value
     runtime.device_state["proxy_tickets"] = tickets.device_ctypes_pointer.value
     count = np.asarray(cuda.pinned_array(1, np.uint64))  # (pinned, as every proxy copy)
@@ -61,6 +65,7 @@ def device_ring(runtime):
         return int(count[0])
 
     ring = _ring.DeviceRing(np.asarray(memory), posted)
+    ring.from_min = from_min
     ring.keep = (memory, tickets, staging)  # alive as long as the ring
     return ring
 
@@ -173,6 +178,15 @@ def _stage_base(typingctx):
 
 
 @intrinsic
+def _ring_from(typingctx):
+    """The ring's FROM word, as kept in GPU memory after the counters."""
+    def codegen(context, builder, sig, args):
+        return _ptx.asm(builder, _i64, "ld.relaxed.gpu.b64 $0, [$1+24];", "=l,l",
+                        [load_field(context, builder, "proxy_tickets")])
+    return types.int64(), codegen
+
+
+@intrinsic
 def _ring_posted(typingctx):
     """How many tickets have been taken."""
     def codegen(context, builder, sig, args):
@@ -244,7 +258,7 @@ _NAMESPACE = {
     "_far": _far, "_proxy_check": _proxy_check, "_ring_base": _ring_base,
     "_ring_claim": _ring_claim, "_ring_claim_many": _ring_claim_many,
     "_ring_posted": _ring_posted, "_load_word": _load_word,
-    "_stage_claim": _stage_claim, "_stage_base": _stage_base,
+    "_stage_claim": _stage_claim, "_stage_base": _stage_base, "_ring_from": _ring_from,
     "_store_word": _store_word, "_release_word": _release_word, "_bits": _bits,
     "_from_bits": _from_bits,
     "RING_MASK": _ring.SLOTS - 1, "RING_SLOTS": _ring.SLOTS, "RING_CHUNK": _ring.CHUNK,

@@ -24,8 +24,9 @@ more, into PUT_FROM requests of up to PIECE bytes whose data stays where it
 is: the descriptor's ADDR word holds its address on the GPU, the proxy copies
 it out itself and answers DONE once it has (the thread may then write the
 source again, and gives the slot back). The proxy says whether it does so in
-the FROM word: where its copies would wait for the application's time slice
-(no MPS daemon shares the GPU), it does not.
+the FROM word (threads read a copy of it kept in GPU memory): where its copies
+would wait for the application's time slice (no MPS daemon shares the GPU), it
+does not.
 
 A blocking put of a warp or a block from the heap of up to STAGE_PIECE bytes
 does not wait for the proxy: the group copies it into one of STAGE_SEGS
