@@ -1081,8 +1081,9 @@ def copy_ahead(s):
     """Ask the copies out of the GPU's PUT_FROM requests published from
     COPY_NEXT on, in ticket order, each into a free segment, and mark each
     (``forward`` sends its piece once the mark has passed); up to the first
-    one no segment is free for. One that ``forward`` refuses or stops at is
-    passed over. False if the target failed."""
+    one no segment is free for, or that ``forward`` refuses or stops at as it
+    reads now (it decides once it gets there: the heap may have grown, or
+    shrunk again, meanwhile). False if the target failed."""
     ctl, words = s.ctl, s.gw
     t = max(ctl[COPY_NEXT], ctl[GPU_NEXT])
     while t - ctl[GPU_NEXT] < _SLOTS and published(words, t):
@@ -1090,9 +1091,10 @@ def copy_ahead(s):
         d = slot * _DESC
         code, arg = words[d + 1], words[d + 4]
         source = words[d + ADDR] - ctl[HEAP_BASE]
-        if code & 255 == _PUT_FROM and arg > 0 and arg <= PIECE and \
-                (code >> 16) & 255 <= _FROM_NBI and source >= 0 and \
-                source <= s.extent[0] - arg and s.cseg[slot] < 0:
+        if code & 255 == _PUT_FROM and s.cseg[slot] < 0:
+            if arg <= 0 or arg > PIECE or (code >> 16) & 255 > _FROM_NBI or source < 0 or \
+                    source > s.extent[0] - arg:
+                break
             seg = -1
             for k in range(OUT_SEGS):
                 if s.ostate[k] == 0:
@@ -1209,6 +1211,10 @@ def forward(s, gpu, ticket, run):
         source = words[d + ADDR] - s.ctl[HEAP_BASE]
         if source < 0 or source > s.extent[0] - arg:  # (refused here, answered at once)
             refused(s, ticket * 2 + 1, pe, _PUT, offset, arg, SOURCE, s.extent[0])
+            if s.cseg[slot] >= 0:  # (asked while the heap was larger: the segment back,
+                s.ostate[s.cseg[slot]] = 0  # a later copy into it comes after this one)
+                s.cseg[slot] = -1
+                s.ctl[COPIES] -= 1
             _fence()
             words[at_copied] = copied_value
             if stage_at >= 0:

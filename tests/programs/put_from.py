@@ -37,6 +37,11 @@ may then change), and sent. Prints ``ok``.
    heap first): non-blocking PUT_FROMs whose COND is the staging ticket + 1;
    the loop gives the staging segment back (STAGE_FREE) with the slot once
    the copy out is done, not before, and once refused; the data lands.
+10. The heap's extent changing between a copy asked ahead and the piece's
+   turn: shrunk past its source, the piece is refused and its segment freed
+   (no copy left counted: the loop stops when told to); a piece whose
+   source is past the extent stops the copies asked ahead (those after it
+   wait for it), and once the heap has grown it is copied and lands.
 """
 
 import ctypes
@@ -389,4 +394,38 @@ gw[(t % SLOTS) * 8 + _ring.COND] = u + 1
 finish()
 assert s.ctl[_engine.REFUSED] == refusals + 1 and not done(t)
 assert gw[STAGE_FREE + u % STAGES] == u + STAGES and gw[_ring.FREE // 8 + t % SLOTS] == t + SLOTS
+
+# 10. the extent shrinks past a piece whose copy was asked, then grows back
+fresh()
+later[3] += later[3] % 2  # (the next look says "not yet" once)
+source[:2 * PIECE] = rng.integers(0, 256, 2 * PIECE, dtype=np.uint8)
+want[SOURCE_AT:SOURCE_AT + 2 * PIECE] = source[:2 * PIECE]
+t = post(_ring.code(_ring.PUT_FROM), 4096, CHUNK * 4, source.ctypes.data)
+assert _engine.drain(s) == 0 and s.ctl[_engine.COPIES] == 1 and s.cseg[t % SLOTS] >= 0
+s.extent[0] = SOURCE_AT  # (its source now past the heap's end)
+refusals = s.ctl[_engine.REFUSED]
+assert drains() == 1 and s.ctl[_engine.REFUSED] == refusals + 1 and done(t)
+assert s.ctl[_engine.COPIES] == 0 and (s.ostate == 0).all() and s.cseg[t % SLOTS] == -1, \
+    "a refused piece kept the segment its copy was asked into"
+finish()
+assert _engine.serve(s) == 0  # (STOP: nothing left to do, no copy counted)
+# a piece past the extent, then puts that fit: no copy asked past it
+AFTER_AT = 8 << 20  # (within the extent)
+heap[AFTER_AT:AFTER_AT + SEGS * CHUNK * 4] = rng.integers(0, 256, SEGS * CHUNK * 4,
+                                                          dtype=np.uint8)
+want[AFTER_AT:AFTER_AT + SEGS * CHUNK * 4] = heap[AFTER_AT:AFTER_AT + SEGS * CHUNK * 4]
+far = post(_ring.code(_ring.PUT_FROM), 8192, CHUNK * 4, source.ctypes.data)
+after = [post(_ring.code(_ring.PUT_FROM), 8192 + (k + 1) * CHUNK * 4, CHUNK * 4,
+              heap.ctypes.data + AFTER_AT + k * CHUNK * 4) for k in range(SEGS)]
+assert _engine.copy_ahead(s) and s.ctl[_engine.COPIES] == 0 and \
+    s.ctl[_engine.COPY_NEXT] == far, "copies were asked past a piece not yet in the heap"
+s.extent[0] = HEAP  # (grown: it is copied and lands, then the rest)
+want[8192:8192 + CHUNK * 4] = source[:CHUNK * 4]
+for k in range(SEGS):
+    at = 8192 + (k + 1) * CHUNK * 4
+    want[at:at + CHUNK * 4] = heap[AFTER_AT + k * CHUNK * 4:AFTER_AT + (k + 1) * CHUNK * 4]
+finish()
+assert done(far) and all(done(t) for t in after)
+wrong = int((heap != want).sum())
+assert wrong == 0, f"{wrong} bytes of the heap differ after the extent changed"
 print("ok")
