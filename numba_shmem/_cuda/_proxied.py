@@ -267,7 +267,7 @@ _NAMESPACE = {
     "RING_PUT": _ring.code(_ring.PUT), "RING_GET": _ring.code(_ring.GET),
     "RING_PUT_FROM": _ring.code(_ring.PUT_FROM),
     "RING_PUT_FROM_NBI": _ring.code(_ring.PUT_FROM, 0, _ring.FROM_NBI), "RING_PIECE": _ring.PIECE,
-    "RING_FROM_MIN": _ring.FROM_MIN, "RING_FROM": _ring.FROM, "RING_AHEAD": _ring.AHEAD,
+    "RING_FROM_MIN": _ring.FROM_MIN, "RING_AHEAD": _ring.AHEAD,
     "RING_STAGE_SEGS": _ring.STAGE_SEGS, "RING_STAGE_PIECE": _ring.STAGE_PIECE,
     "RING_STAGE_STRIDE": _ring.STAGE_STRIDE, "RING_STAGE_FREE": _ring.STAGE_FREE,
     "RING_SIGNAL": _ring.code(_ring.SIGNAL), "RING_SIGNAL_MAX": _ring.code(_ring.SIGNAL, 0,

@@ -315,6 +315,20 @@ def window_batch(puts, loop=s):
     return _engine.receive(loop), data
 
 
+def landed_whole(puts, data, first, what):
+    """Once the target's work is done, the heap holds what ``window_batch``'s
+    ``puts`` carried (``data``), and each (rids from ``first`` on) was
+    answered 0; then the window is written again."""
+    exposed[:] = 0  # (written again once landed)
+    settled()
+    for (offset, n, _disp), d in zip(puts, data):
+        want[offset:offset + n] = d
+    wrong = int((gpu != want).sum())
+    assert wrong == 0, f"{wrong} bytes of the heap differ from what {what} left"
+    assert _engine.settle(s, True)
+    assert answers() == {2 * (first + k): 0 for k in range(len(puts))}
+
+
 s.ctl[_engine.FAILED_CALL] = s.ctl[_engine.FAILED_RC] = 0
 assert _engine.settle(s, True)
 answers()  # (those of the steps before)
@@ -327,14 +341,7 @@ puts = [(7 * PIECE, PIECE, 0), (8 * PIECE, 5000, 3 * PIECE), (8 * PIECE + 1000, 
         (8 * PIECE + 2000, 300, PIECE + 64)]
 took, data = window_batch(puts)
 assert took == 1 and _engine.all_landed(s) and _engine.issue_copy(s)
-exposed[:] = 0  # (written again once landed)
-settled()
-for (offset, n, _disp), d in zip(puts, data):
-    want[offset:offset + n] = d
-wrong = int((gpu != want).sum())
-assert wrong == 0, f"{wrong} bytes of the heap differ from what the window's puts left"
-assert _engine.settle(s, True)
-assert answers() == {2 * (first + k): 0 for k in range(len(puts))}
+landed_whole(puts, data, first, "the window's puts")
 before = gpu.copy()
 for disp in (exposed.size - 100, -64):
     took, _data = window_batch([(9 * PIECE, 4096, disp)])
@@ -442,14 +449,7 @@ took, data = window_batch(puts)
 assert took == 1 and _engine.all_landed(s) and _engine.issue_copy(s)
 assert time.monotonic() - began < 0.5, "the fetchers were not woken (they sleep 1 s)"
 assert not s.fstate.any()
-exposed[:] = 0  # (written again once landed)
-settled()
-for (offset, n, _disp), d in zip(puts, data):
-    want[offset:offset + n] = d
-wrong = int((gpu != want).sum())
-assert wrong == 0, f"{wrong} bytes of the heap differ from what the fetchers' puts left"
-assert _engine.settle(s, True)
-assert answers() == {2 * (first + k): 0 for k in range(len(puts))}
+landed_whole(puts, data, first, "the fetchers' puts")
 stop()
 failing = s._replace(rget=type(s.rget)(lambda *args: 13))
 stop = fetchers(failing)
