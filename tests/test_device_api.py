@@ -130,24 +130,34 @@ def test_signals_release_their_data(ptx):
 
 def test_signal_op_is_a_relaxed_atomic(ptx, nodes_ptx):
     """Like NVSHMEM's and OpenSHMEM's: fence() orders it after earlier puts.
-    (Where the job spans nodes, the one release is the proxy ring's publish,
-    toward a PE on another node: its words are u64 stores, the API's b64.)"""
+    (Where the job spans nodes, the one release at system scope is the proxy
+    ring's publish, toward a PE on another node: its words are u64 stores, the
+    API's b64; keeping a newer copy of the ring's FREED word is one at GPU
+    scope.)"""
     code = ptx["signal_op_set"]
     assert "st.relaxed.sys.b64" in code
     assert not re.search(r"\b(st|red|atom)\.release", code) and "fence." not in code
     code = nodes_ptx["signal_op_set"]
     assert "st.relaxed.sys.b64" in code and "fence." not in code
-    assert re.findall(r"\b(?:st|red|atom)\.release\.\w+\.\w+", code) == ["st.release.sys.u64"]
+    assert sorted(re.findall(r"\b(?:st|red|atom)\.release\.\w+\.\w+", code)) == \
+        ["atom.release.gpu.max", "st.release.sys.u64"]
 
 
 def test_toward_another_node_a_request_is_published_after_its_fields(ptx, nodes_ptx):
     """Where the job spans nodes, a PE whose peer table entry is 0 gets a
     descriptor in the proxy's ring: a ticket (an atomic add at GPU scope), the
-    slot's FREE word polled with acquire, the fields stored relaxed, then the
-    sequence word released; a g polls for its answer with acquire and gives
-    the slot back with a release. In a job on one node none of it is there."""
+    slot's FREE word polled with acquire only where the copy of the ring's
+    FREED word in GPU memory (an acquire at GPU scope) and then FREED itself
+    say it may be taken, the fields stored relaxed, then the sequence word
+    released; a g polls for its answer with acquire and gives the slot back
+    with a release. In a job on one node none of it is there."""
     code = nodes_ptx["p_runtime_pe"] + nodes_ptx["g_far"]
     assert "atom.relaxed.gpu.add.u64" in code and "ld.acquire.sys.b64" in code
+    lines = nodes_ptx["p_runtime_pe"].splitlines()
+    copy = [i for i, line in enumerate(lines) if "ld.acquire.gpu.b64" in line]
+    over_bus = [i for i, line in enumerate(lines) if "ld.acquire.sys.b64" in line]
+    # (FREED, then the slot's own word: its wait's loop may be rotated, one load twice)
+    assert len(copy) == 1 and len(over_bus) >= 2 and copy[0] < min(over_bus)
     for section in ("p_runtime_pe", "g_far"):
         lines = nodes_ptx[section].splitlines()
         fields = [i for i, line in enumerate(lines) if "st.relaxed.sys.u64" in line]

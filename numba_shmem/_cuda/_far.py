@@ -25,13 +25,32 @@ def _spin(condition):
     return f"polls = 0\npause = 32\nwhile {condition}:\n" + _indent(_BACKOFF, 1)
 
 
+def _free_wait(ticket, copy, keep, freed, waits, count):
+    """Source: wait until ``ticket``'s place (of ``count``, the ring's words
+    ``waits`` the ticket each waits for) is free: at once where the copy of
+    the proxy's word ``freed`` in GPU memory (``copy()``) says so, else where
+    the word itself, read over the bus and kept (``keep``), says so; only
+    then by the place's own word."""
+    return (f"if {ticket} >= {copy}() + {count}:\n"
+            f"    freed = _load_word(ring + {freed})\n"
+            f"    {keep}(freed)\n"
+            f"    if {ticket} >= freed + {count}:\n"
+            + _indent(_spin(f"_load_word(ring + {waits} + ({ticket} & ({count} - 1)) * 8)"
+                            f" != {ticket}"), 2))
+
+
+#: Source: wait until ticket ``t``'s slot in the ring at ``ring`` is free
+_SLOT_WAIT = _free_wait("t", "_freed_copy", "_keep_freed", "RING_FREED", "RING_FREE",
+                        "RING_SLOTS")
+
+
 def _claim():
     """Source: take a ticket ``t`` and wait until its ``slot`` in this PE's
     ring (at ``ring``) is free."""
     return ("t = _ring_claim()\n"
             "slot = t & RING_MASK\n"
             "ring = _ring_base()\n"
-            + _spin("_load_word(ring + RING_FREE + slot * 8) != t"))
+            + _SLOT_WAIT)
 
 
 def _publish(code, pe, offset, arg="0", cond="0", addr=None):
@@ -103,7 +122,7 @@ def _from_heap(scope, nbi):
              "slot = t & RING_MASK\n"
              "ring = _ring_base()\n")
     post = (which.format(p="p")
-            + _spin("_load_word(ring + RING_FREE + slot * 8) != t")
+            + _SLOT_WAIT
             + "at = p * RING_PIECE\n"
             "n = min(RING_PIECE, total - at)\n"
             + _publish("RING_PUT_FROM_NBI" if nbi else "RING_PUT_FROM", "pe", "far_at + at",
@@ -150,7 +169,8 @@ def _staged(scope):
     take = ("u = _stage_claim()\n"
             "ring = _ring_base()\n"
             "sseg = u & (RING_STAGE_SEGS - 1)\n"
-            + _spin("_load_word(ring + RING_STAGE_FREE + sseg * 8) != u")
+            + _free_wait("u", "_stages_freed_copy", "_keep_stages_freed",
+                         "RING_STAGES_FREED", "RING_STAGE_FREE", "RING_STAGE_SEGS")
             + "stage_to = _stage_base() + sseg * RING_STAGE_STRIDE + (near_at & 15)\n" + keep)
     copy = (f"w_dst = stage_to\nw_src = near_at\nw_nbytes = total\nw_start = {start}\n"
             f"w_stride = {stride}\nif True:\n" + _renamed(_copy_source(1)))
@@ -243,7 +263,7 @@ def _far_chunks(put, smallest, scope):
               "stage_at = ring + RING_STAGING + slot * RING_CHUNK\n")
     if put:
         chunk += ("if cuda.laneid == 0:\n"
-                  + _indent(_spin("_load_word(ring + RING_FREE + slot * 8) != t"), 1) +
+                  + _indent(_SLOT_WAIT, 1) +
                   # the warp's barrier orders the first lane's wait before the
                   # lanes' stores into the slot, and their stores before its post
                   "cuda.syncwarp(mask)\n"
@@ -253,7 +273,7 @@ def _far_chunks(put, smallest, scope):
                   + _indent(_publish("RING_PUT", "pe", "far_at + at", "n"), 1))
     else:
         chunk += ("if cuda.laneid == 0:\n"
-                  + _indent(_spin("_load_word(ring + RING_FREE + slot * 8) != t")
+                  + _indent(_SLOT_WAIT
                             + _publish("RING_GET", "pe", "far_at + at", "n") + _ANSWER, 1) +
                   # the first lane saw the answer: the warp reads the data after it
                   "cuda.syncwarp(mask)\n"

@@ -47,11 +47,9 @@ def device_ring(runtime, from_min):
 
     memory = cuda.mapped_array(_ring.NBYTES, np.uint8)
     staging = runtime.heap.allocate((_ring.STAGE_BYTES,), np.uint8)
-    # the ring's tickets, the staging tickets, the staging segments' address,
-    # and the FROM word, read by every thread of a large put (from mapped host
-    # memory that was a read over the bus each, one warp after another)
-    tickets = cuda.to_device(np.array([0, 0, runtime.heap.backend.address(staging), from_min],
-                                      np.uint64))
+    words = np.zeros(STAGES_FREED_COPY + 1, np.uint64)  # (TICKETS ... STAGES_FREED_COPY)
+    words[STAGE_BASE], words[FROM_COPY] = runtime.heap.backend.address(staging), from_min
+    tickets = cuda.to_device(words)
     runtime.device_state["proxy_ring"] = memory.device_ctypes_pointer.value
     runtime.device_state["proxy_tickets"] = tickets.device_ctypes_pointer.value
     count = np.asarray(cuda.pinned_array(1, np.uint64))  # (pinned, as every proxy copy)
@@ -139,60 +137,57 @@ def _proxy_check(typingctx, pe, name):
 _ring_base = state_word("proxy_ring")
 
 
-@intrinsic
-def _ring_claim(typingctx):
-    """Take the next ticket (an atomic add at GPU scope: only this PE's
-    threads take them)."""
-    def codegen(context, builder, sig, args):
-        return _ptx.asm(builder, _i64, "atom.relaxed.gpu.add.u64 $0, [$1], 1;", "=l,l",
-                        [load_field(context, builder, "proxy_tickets")])
-    return types.int64(), codegen
+#: the words at ``proxy_tickets`` (GPU memory): the ring's ticket counter, the
+#: staging tickets' counter, the staging segments' address, the FROM word (read
+#: by every thread of a large put: from mapped host memory that was a read over
+#: the bus each, one warp after another), and the last FREED and STAGES_FREED a
+#: thread read of the ring (``_ring.py``)
+TICKETS, STAGE_TICKETS, STAGE_BASE, FROM_COPY, FREED_COPY, STAGES_FREED_COPY = range(6)
 
 
-@intrinsic
-def _ring_claim_many(typingctx, count):
-    """Take ``count`` consecutive tickets: the first."""
-    def codegen(context, builder, sig, args):
-        n = context.cast(builder, args[0], sig.args[0], types.int64)
-        return _ptx.asm(builder, _i64, "atom.relaxed.gpu.add.u64 $0, [$1], $2;", "=l,l,l",
-                        [load_field(context, builder, "proxy_tickets"), n])
-    return types.int64(count), codegen
+def _tickets_word(index, instruction, operand=False):
+    """An intrinsic of one PTX ``instruction`` on word ``index`` of
+    ``proxy_tickets`` ($1 its address, $0 the int64 it gives; ``operand``: it
+    takes an int64, $2)."""
+    def emit(context, builder, args):
+        at = builder.add(load_field(context, builder, "proxy_tickets"), _i64(8 * index))
+        return _ptx.asm(builder, _i64, instruction, "=l,l,l" if operand else "=l,l",
+                        [at, *args])
+
+    if operand:
+        @intrinsic
+        def word(typingctx, value):
+            def codegen(context, builder, sig, args):
+                return emit(context, builder,
+                            [context.cast(builder, args[0], sig.args[0], types.int64)])
+            return types.int64(value), codegen
+    else:
+        @intrinsic
+        def word(typingctx):
+            def codegen(context, builder, sig, args):
+                return emit(context, builder, [])
+            return types.int64(), codegen
+    return word
 
 
-@intrinsic
-def _stage_claim(typingctx):
-    """Take the next staging ticket (the counter after the ring's)."""
-    def codegen(context, builder, sig, args):
-        return _ptx.asm(builder, _i64, "atom.relaxed.gpu.add.u64 $0, [$1+8], 1;", "=l,l",
-                        [load_field(context, builder, "proxy_tickets")])
-    return types.int64(), codegen
-
-
-@intrinsic
-def _stage_base(typingctx):
-    """The address of the staging segments (in this PE's heap)."""
-    def codegen(context, builder, sig, args):
-        return _ptx.asm(builder, _i64, "ld.relaxed.gpu.b64 $0, [$1+16];", "=l,l",
-                        [load_field(context, builder, "proxy_tickets")])
-    return types.int64(), codegen
-
-
-@intrinsic
-def _ring_from(typingctx):
-    """The ring's FROM word, as kept in GPU memory after the counters."""
-    def codegen(context, builder, sig, args):
-        return _ptx.asm(builder, _i64, "ld.relaxed.gpu.b64 $0, [$1+24];", "=l,l",
-                        [load_field(context, builder, "proxy_tickets")])
-    return types.int64(), codegen
-
-
-@intrinsic
-def _ring_posted(typingctx):
-    """How many tickets have been taken."""
-    def codegen(context, builder, sig, args):
-        return _ptx.asm(builder, _i64, "ld.relaxed.gpu.b64 $0, [$1];", "=l,l",
-                        [load_field(context, builder, "proxy_tickets")])
-    return types.int64(), codegen
+# (tickets are atomic adds at GPU scope: only this PE's threads take them)
+#: take the next ticket; ``count`` consecutive tickets (the first); the next
+#: staging ticket; how many tickets have been taken
+_ring_claim = _tickets_word(TICKETS, "atom.relaxed.gpu.add.u64 $0, [$1], 1;")
+_ring_claim_many = _tickets_word(TICKETS, "atom.relaxed.gpu.add.u64 $0, [$1], $2;", True)
+_stage_claim = _tickets_word(STAGE_TICKETS, "atom.relaxed.gpu.add.u64 $0, [$1], 1;")
+_ring_posted = _tickets_word(TICKETS, "ld.relaxed.gpu.b64 $0, [$1];")
+#: the staging segments' address (in this PE's heap); the FROM word
+_stage_base = _tickets_word(STAGE_BASE, "ld.relaxed.gpu.b64 $0, [$1];")
+_ring_from = _tickets_word(FROM_COPY, "ld.relaxed.gpu.b64 $0, [$1];")
+#: the copy of FREED (acquire: a slot it says is free is written after), and
+#: keeping a newer one (release: after the acquire that read it); the same of
+#: STAGES_FREED
+_freed_copy = _tickets_word(FREED_COPY, "ld.acquire.gpu.b64 $0, [$1];")
+_keep_freed = _tickets_word(FREED_COPY, "atom.release.gpu.max.u64 $0, [$1], $2;", True)
+_stages_freed_copy = _tickets_word(STAGES_FREED_COPY, "ld.acquire.gpu.b64 $0, [$1];")
+_keep_stages_freed = _tickets_word(STAGES_FREED_COPY, "atom.release.gpu.max.u64 $0, [$1], $2;",
+                                   True)
 
 
 @intrinsic
@@ -259,6 +254,8 @@ _NAMESPACE = {
     "_ring_claim": _ring_claim, "_ring_claim_many": _ring_claim_many,
     "_ring_posted": _ring_posted, "_load_word": _load_word,
     "_stage_claim": _stage_claim, "_stage_base": _stage_base, "_ring_from": _ring_from,
+    "_freed_copy": _freed_copy, "_keep_freed": _keep_freed,
+    "_stages_freed_copy": _stages_freed_copy, "_keep_stages_freed": _keep_stages_freed,
     "_store_word": _store_word, "_release_word": _release_word, "_bits": _bits,
     "_from_bits": _from_bits,
     "RING_MASK": _ring.SLOTS - 1, "RING_SLOTS": _ring.SLOTS, "RING_CHUNK": _ring.CHUNK,
@@ -270,6 +267,7 @@ _NAMESPACE = {
     "RING_FROM_MIN": _ring.FROM_MIN, "RING_AHEAD": _ring.AHEAD,
     "RING_STAGE_SEGS": _ring.STAGE_SEGS, "RING_STAGE_PIECE": _ring.STAGE_PIECE,
     "RING_STAGE_STRIDE": _ring.STAGE_STRIDE, "RING_STAGE_FREE": _ring.STAGE_FREE,
+    "RING_FREED": _ring.FREED, "RING_STAGES_FREED": _ring.STAGES_FREED,
     "RING_SIGNAL": _ring.code(_ring.SIGNAL), "RING_SIGNAL_MAX": _ring.code(_ring.SIGNAL, 0,
                                                                             _ring.SIGNAL_MAX),
 }

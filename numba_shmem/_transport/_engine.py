@@ -519,6 +519,7 @@ _PUT, _GET, _ATOMIC, _SIGNAL, _PUT_FROM = _ring.PUT, _ring.GET, _ring.ATOMIC, \
 _SIGNAL_MAX = _ring.SIGNAL_MAX
 _FROM_NBI = _ring.FROM_NBI
 _STAGE_FREE_AT, _STAGE_SEGS = _ring.STAGE_FREE // 8, _ring.STAGE_SEGS
+_FREED_AT, _STAGES_FREED_AT = _ring.FREED // 8, _ring.STAGES_FREED // 8
 #: the request kinds, for a Target's ``apply``
 ATOMIC_KIND, SIGNAL_KIND = _ATOMIC, _SIGNAL
 #: a word of a small put (WORDS_MAX) goes to a GPU's heap as this atomic (set,
@@ -536,6 +537,29 @@ def first_unpublished(words, start):
     while words[(ticket % _SLOTS) * _DESC] == ticket + 1:
         ticket += 1
     return ticket
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def first_taken(words, waits_at, n, first):
+    """The first ticket from ``first`` on whose slot (of the ``n`` at
+    ``waits_at``: the ticket each waits for) is not given back yet."""
+    while words[waits_at + first % n] == first + n:
+        first += 1
+    return first
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def given_back(gw):
+    """Advance the GPU ring's FREED and STAGES_FREED words past the tickets
+    whose slots and staging segments are back (the loop's or a thread's
+    release), so that threads need not read their slot's word over the bus.
+    The slots' words are read first (x86 keeps a store after earlier loads)."""
+    freed = gw[_FREED_AT]
+    if gw[_FREE_AT + freed % _SLOTS] == freed + _SLOTS:
+        gw[_FREED_AT] = first_taken(gw, _FREE_AT, _SLOTS, freed)
+    freed = gw[_STAGES_FREED_AT]
+    if gw[_STAGE_FREE_AT + freed % _STAGE_SEGS] == freed + _STAGE_SEGS:
+        gw[_STAGES_FREED_AT] = first_taken(gw, _STAGE_FREE_AT, _STAGE_SEGS, freed)
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -1837,6 +1861,8 @@ def serve(s):
     while True:
         busy = False
         ctl[LOOPS] += 1
+        if ctl[HAS_GPU] != 0:
+            given_back(gw)
         freed = 0
         if ctl[IN_FLIGHT] + ctl[DATA_IN_FLIGHT] != 0:
             freed = reap(s)

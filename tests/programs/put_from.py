@@ -36,7 +36,8 @@ may then change), and sent. Prints ``ok``.
 9. Staged puts (a group's blocking put copied into a staging segment of the
    heap first): non-blocking PUT_FROMs whose COND is the staging ticket + 1;
    the loop gives the staging segment back (STAGE_FREE) with the slot once
-   the copy out is done, not before, and once refused; the data lands.
+   the copy out is done, not before, and once refused; the data lands; the
+   ring's FREED and STAGES_FREED words pass every ticket given back.
 10. The heap's extent changing between a copy asked ahead and the piece's
    turn: shrunk past its source, the piece is refused and its segment freed
    (no copy left counted: the loop stops when told to); a piece whose
@@ -362,7 +363,8 @@ win.Free()
 # 9. staged puts (a group's blocking put, copied into a staging segment of
 # the heap first): non-blocking PUT_FROMs whose COND is the staging ticket
 # + 1; once copied out the loop gives back the slot and the staging segment
-# (STAGE_FREE = ticket + STAGE_SEGS), not before; one refused gives both back
+# (STAGE_FREE = ticket + STAGE_SEGS), not before; one refused gives both back;
+# the FREED and STAGES_FREED words follow
 fresh()
 STAGES, STAGE_FREE = _ring.STAGE_SEGS, _ring.STAGE_FREE // 8
 staging = SOURCE_AT + 4 * PIECE  # (the staging segments, in the heap)
@@ -394,6 +396,9 @@ gw[(t % SLOTS) * 8 + _ring.COND] = u + 1
 finish()
 assert s.ctl[_engine.REFUSED] == refusals + 1 and not done(t)
 assert gw[STAGE_FREE + u % STAGES] == u + STAGES and gw[_ring.FREE // 8 + t % SLOTS] == t + SLOTS
+# (and the words threads read instead of their slot's and segment's: every
+# ticket below them is back)
+assert (gw[_ring.FREED // 8], gw[_ring.STAGES_FREED // 8]) == (t + 1, u + 1)
 
 # 10. the extent shrinks past a piece whose copy was asked, then grows back
 fresh()

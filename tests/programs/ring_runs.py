@@ -4,8 +4,10 @@ request whose data is sent from the ring's staging in place. Prints ``ok``.
 
 1. A transfer of 300 chunks and 100 bytes more: three requests (128, 128 and
    the 45 left, the short last chunk ending its run); the slots of a run are
-   given back only once MPI has sent its data; the heap holds what was put.
-2. A transfer across the ring's end: a run stops there (two requests).
+   given back only once MPI has sent its data; the heap holds what was put;
+   the ring's FREED word is then the first ticket whose slot is taken.
+2. A transfer across the ring's end: a run stops there (two requests); FREED
+   follows slots given back by others (as a thread gives back a fetch's).
 3. A gap between offsets, another PE, a put that is not a whole chunk (it
    ends its run), an unanswered slot: each ends a run.
 4. A host put posted while a kernel's chunks were being published, its ORDER
@@ -101,6 +103,7 @@ free = gw[_ring.FREE // 8:_ring.FREE // 8 + 301]
 assert (free == np.arange(301)).all(), "a run's slot was given back before its data was sent"
 finish()
 assert (gw[_ring.FREE // 8:_ring.FREE // 8 + 301] == np.arange(301) + SLOTS).all()
+assert gw[_ring.FREED // 8] == 301, "FREED is not the first ticket whose slot is taken"
 assert (heap == want).all(), "the heap differs from what the runs put"
 
 # 2. across the ring's end
@@ -111,6 +114,7 @@ s.ctl[_engine.GPU_NEXT] = 1000
 transfer(3 * CHUNK, 100 * CHUNK)
 finish()
 assert [t for _, t in taken()] == [1000, 1024], "a run went past the ring's end"
+assert gw[_ring.FREED // 8] == 1100, "FREED did not follow slots given back by hand"
 assert (heap == want).all()
 
 # 3. a gap, another PE, a short chunk in the middle: each ends a run (read by
