@@ -81,10 +81,16 @@ def test_the_proxy_applies_every_atomic_and_signal_with_a_kernel_that_assembles(
     # in apply_batch and in serve_batches, the resident kernel that waits for batches
     assert len(re.findall(r"^\$C\d+:$", source, re.M)) == 2 * (8 * 4 + 4 * 2 + 3)
     serve = source.split(".visible .entry serve_batches")[1]
-    assert "ld.acquire.sys.u64 %rd16, [%rd14+0];" in serve  # the batch posted, then its records
-    assert "st.release.sys.u64 [%rd14+8], %rd16;" in serve  # the old values, then applied
-    # the warp copies the records into shared memory, its first thread applies them from there
+    # every thread reads its mailbox word in each poll; all carry the batch's number: a vote
+    assert "@%p5 ld.relaxed.sys.u64 %rd25, [%rd24];" in serve
+    assert "vote.sync.all.pred %p6, %p6, 0xffffffff;" in serve
+    # a larger batch's records after the mailbox (a fence); old values, then applied (release)
+    assert "$FROM_RECORDS:\n    fence.acq_rel.sys;" in serve
+    assert "st.release.sys.u64 [%rd14+256], %rd16;" in serve
+    # the warp puts the records into shared memory (the mailbox's halves, or copies of
+    # the records), its first thread applies them from there
     assert serve.count("bar.warp.sync 0xffffffff;") == 2 and "st.shared.u64 [%rd21+24]" in serve
+    assert "@!%p6 st.shared.u32 [%rd27], %r19;" in serve
     assert "ld.shared.u64 %rd3, [%rd21+24];" in serve and "ld.volatile.u64 %rd1" in serve
     # an old value goes back over the bus only where the request fetches (bit 24 of its code)
     assert source.count("and.b64 %rd9, %rd6, 16777216;\n    setp.eq.u64 %p1, %rd9, 0;\n"

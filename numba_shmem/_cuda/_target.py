@@ -148,32 +148,92 @@ def _records_loop(done, staged=False):
             "$NEXT:\n    add.u64 %rd12, %rd12, 1;\n    bra $LOOP;\n")
 
 
-_REGISTERS = ("    .reg .pred %p<4>;\n    .reg .b64 %rd<24>;\n    .reg .b32 %r<8>;\n"
+_REGISTERS = ("    .reg .pred %p<8>;\n    .reg .b64 %rd<32>;\n    .reg .b32 %r<32>;\n"
               "    .reg .f32 %f<4>;\n    .reg .f64 %fd<4>;\n")
-#: the words of the service kernel's control block (mapped host memory): the
-#: batch the host posted (its sequence number << SERVICE_SHIFT | its record
-#: count; SERVICE_STOP to stop), the last one the kernel applied (the same
-#: word), and 1 while the kernel runs (it says so once it has started, and
-#: before it ends)
-SERVICE_POSTED, SERVICE_APPLIED, SERVICE_RUNNING = range(3)
-SERVICE_SHIFT, SERVICE_STOP = 16, (1 << 64) - 1
+#: the service kernel's control block (mapped host memory, SERVICE_BYTES): its
+#: mailbox, SERVICE_MAIL words that the host writes and the warp's threads read
+#: one each, at once, in every poll (one read over the bus); then, a line
+#: apart each, the last batch the kernel applied (its sequence number), 1
+#: while the kernel runs (it says so once it has started, and before it ends),
+#: and the last batch the host posted (read by the host only). Every mailbox
+#: word carries the batch's sequence number in its high half (1 to 2^32 - 2,
+#: then 1 again; every batch writes every word, so a word of an earlier batch
+#: never carries the number a poll waits for); the first holds the batch's
+#: record count, the others, SERVICE_INLINE records of MAIL_RECORD words each
+#: (the halves of address, code, value and cond), the records of a batch of
+#: up to SERVICE_INLINE; a larger batch's records are read from the records'
+#: buffer once the first word is seen. All words of one number: the batch is
+#: there, whole. SERVICE_STOP in the first word stops the kernel.
+SERVICE_INLINE, MAIL_RECORD = 4, 7
+SERVICE_MAIL = 1 + SERVICE_INLINE * MAIL_RECORD
+SERVICE_APPLIED, SERVICE_RUNNING, SERVICE_POSTED = 32, 40, 48
+SERVICE_BYTES = 8 * 56
+SERVICE_STOP = 0xFFFF_FFFF << 32
+#: the int64 words of a Target's counts (``_functions``)
+COUNTS = 5
 #: the threads of ``serve_batches`` (one warp), and the words of a record it
 #: copies into shared memory (address, code, value, cond)
 SERVICE_THREADS, STAGED_WORDS = 32, 4
+assert SERVICE_MAIL <= SERVICE_THREADS
+
+
+def _mail_source():
+    """PTX of ``serve_batches``' wait for the next batch: every thread of the
+    warp reads its mailbox word (at %rd24) relaxed, all at once; the batch
+    (number %r16) is there once each of the first SERVICE_MAIL threads sees
+    its number (a vote). Leaves the record count in %r17; to $END on
+    SERVICE_STOP."""
+    every = "0xffffffff"
+    return ("$WAIT:\n    mov.u64 %rd25, 0;\n"
+            f"    setp.lt.u32 %p5, %r4, {SERVICE_MAIL};\n"
+            "    @%p5 ld.relaxed.sys.u64 %rd25, [%rd24];\n"
+            "    shr.u64 %rd26, %rd25, 32;\n    cvt.u32.u64 %r18, %rd26;\n"  # its number
+            "    cvt.u32.u64 %r19, %rd25;\n"  # its low half
+            f"    shfl.sync.idx.b32 %r20, %r18, 0, 31, {every};\n"  # the first word's
+            f"    shfl.sync.idx.b32 %r17, %r19, 0, 31, {every};\n"
+            "    setp.eq.u32 %p6, %r20, -1;\n    @%p6 bra $END;\n"  # (SERVICE_STOP)
+            "    setp.ne.u32 %p6, %r20, %r16;\n    @%p6 bra $WAIT;\n"
+            "    setp.eq.u32 %p6, %r18, %r16;\n    not.pred %p7, %p5;\n"
+            "    or.pred %p6, %p6, %p7;\n"
+            f"    vote.sync.all.pred %p6, %p6, {every};\n    @!%p6 bra $WAIT;\n")
+
+
+def _unmail_source():
+    """PTX: the threads holding a word of the batch's inline records (%r17 of
+    them) store its half into the record's place in shared memory (at %rd20,
+    STAGED_WORDS words a record: the code's word whole, the others' halves,
+    low first)."""
+    return (f"    setp.gt.u32 %p6, %r17, {SERVICE_INLINE};\n    @%p6 bra $FROM_RECORDS;\n"
+            "    setp.eq.u32 %p6, %r4, 0;\n    @%p6 bra $STAGED;\n"
+            f"    setp.ge.u32 %p6, %r4, {SERVICE_MAIL};\n    @%p6 bra $STAGED;\n"
+            "    sub.u32 %r21, %r4, 1;\n"
+            f"    div.u32 %r22, %r21, {MAIL_RECORD};\n"  # its record
+            f"    rem.u32 %r23, %r21, {MAIL_RECORD};\n"  # its word in the record
+            "    setp.ge.u32 %p6, %r22, %r17;\n    @%p6 bra $STAGED;\n"
+            "    shl.b32 %r24, %r23, 2;\n"  # (4 bytes a half; after the code's, 4 more)
+            "    setp.ge.u32 %p6, %r23, 3;\n    @%p6 add.u32 %r24, %r24, 4;\n"
+            f"    mad.lo.u32 %r24, %r22, {8 * STAGED_WORDS}, %r24;\n"
+            "    cvt.u64.u32 %rd27, %r24;\n    add.u64 %rd27, %rd27, %rd20;\n"
+            "    setp.eq.u32 %p6, %r23, 2;\n"
+            "    and.b64 %rd28, %rd25, 4294967295;\n"
+            "    @%p6 st.shared.u64 [%rd27], %rd28;\n"
+            "    @!%p6 st.shared.u32 [%rd27], %r19;\n"
+            "    bra $STAGED;\n")
 
 
 def _batch_source():
     """PTX of ``apply_batch(records, n)``: one thread applies ``n`` records
     (``_records_loop``); and of ``serve_batches(records, control)``: a kernel
     of one warp that stays, applying each batch the host posts into
-    ``control`` (SERVICE_* words) from ``records``, then saying so, until
-    told to stop (posted like a batch, so that every thread sees it after the
-    last batch, and none leaves while the others wait for it at a barrier):
-    a batch then costs no launch. The warp's threads copy the
-    batch's records from mapped host memory into shared memory together (a
-    read over the bus each, at once, where one thread would wait for every
-    one in turn); then its first thread applies them in order, as
-    ``apply_batch`` does."""
+    ``control``'s mailbox (SERVICE_* words), then saying so, until told to
+    stop: a batch then costs no launch. The warp polls the mailbox together,
+    a word each: a batch of up to SERVICE_INLINE records arrives with the
+    read that sees it, and its threads put the records' words together in
+    shared memory; those of a larger batch the threads copy from ``records``
+    over the bus together (a read each, at once, where one thread would wait
+    for every one in turn) after the fence that orders them after the
+    mailbox. Then its first thread applies them in order, as ``apply_batch``
+    does (an old value back into ``records``)."""
     from .._transport._engine import PEND_MAX
 
     every = "0xffffffff"
@@ -185,15 +245,13 @@ def _batch_source():
             + f"    .shared .align 8 .b8 staged[{PEND_MAX * STAGED_WORDS * 8}];\n"
             "    ld.param.u64 %rd10, [p0];\n    ld.param.u64 %rd14, [p1];\n"
             "    mov.u64 %rd20, staged;\n    mov.u32 %r4, %tid.x;\n"
-            "    mov.u64 %rd15, 0;\n"  # the last batch applied
-            "    mov.u64 %rd18, 1;\n"
-            f"    st.release.sys.u64 [%rd14+{8 * SERVICE_RUNNING}], %rd18;\n"
-            "$WAIT:\n"
-            f"    ld.acquire.sys.u64 %rd16, [%rd14+{8 * SERVICE_POSTED}];\n"
-            "    setp.eq.u64 %p2, %rd16, %rd15;\n    @%p2 bra $WAIT;\n"
-            "    setp.eq.u64 %p3, %rd16, -1;\n    @%p3 bra $END;\n"  # (SERVICE_STOP)
-            "$BATCH:\n"
-            f"    and.b64 %rd11, %rd16, {(1 << SERVICE_SHIFT) - 1};\n"
+            "    mul.wide.u32 %rd24, %r4, 8;\n    add.u64 %rd24, %rd24, %rd14;\n"  # its word
+            "    mov.u32 %r16, 1;\n"  # the batch it waits for
+            "    setp.ne.u32 %p3, %r4, 0;\n    @%p3 bra $STARTED;\n    mov.u64 %rd18, 1;\n"
+            f"    st.release.sys.u64 [%rd14+{8 * SERVICE_RUNNING}], %rd18;\n$STARTED:\n"
+            + _mail_source() + _unmail_source() +
+            "$FROM_RECORDS:\n    fence.acq_rel.sys;\n"  # (the records after the mailbox)
+            "    cvt.u64.u32 %rd11, %r17;\n"
             "    cvt.u64.u32 %rd22, %r4;\n"  # each thread copies every 32nd record
             "$STAGE:\n    setp.ge.u64 %p1, %rd22, %rd11;\n    @%p1 bra $STAGED;\n"
             "    mad.lo.u64 %rd13, %rd22, 40, %rd10;\n"
@@ -205,12 +263,17 @@ def _batch_source():
             f"    add.u64 %rd22, %rd22, {SERVICE_THREADS};\n    bra $STAGE;\n"
             f"$STAGED:\n    bar.warp.sync {every};\n"
             "    setp.ne.u32 %p3, %r4, 0;\n    @%p3 bra $JOIN;\n"
+            "    cvt.u64.u32 %rd11, %r17;\n"
             + _records_loop("$APPLIED", staged=True) +
-            f"$APPLIED:\n    st.release.sys.u64 [%rd14+{8 * SERVICE_APPLIED}], %rd16;\n"
-            f"$JOIN:\n    bar.warp.sync {every};\n    mov.u64 %rd15, %rd16;\n"
-            "    bra $WAIT;\n$END:\n    mov.u64 %rd18, 0;\n"
+            "$APPLIED:\n    cvt.u64.u32 %rd16, %r16;\n"
+            f"    st.release.sys.u64 [%rd14+{8 * SERVICE_APPLIED}], %rd16;\n"
+            f"$JOIN:\n    bar.warp.sync {every};\n"
+            "    add.u32 %r16, %r16, 1;\n"  # (the next number: 2^32 - 1 is SERVICE_STOP's)
+            "    setp.eq.u32 %p3, %r16, -1;\n    @%p3 mov.u32 %r16, 1;\n"
+            "    bra $WAIT;\n$END:\n    setp.ne.u32 %p3, %r4, 0;\n    @%p3 bra $GONE;\n"
+            "    mov.u64 %rd18, 0;\n"
             f"    st.release.sys.u64 [%rd14+{8 * SERVICE_RUNNING}], %rd18;\n"
-            "    ret;\n}\n").encode()
+            "$GONE:\n    ret;\n}\n").encode()
 
 
 #: a stream memory operation (``cuStreamBatchMemOp``'s parameters): 48 bytes
@@ -223,10 +286,6 @@ MEMOP_CALL = 128
 #: more goes as one launch of ``apply_batch``: one launch and synchronize took
 #: 11 us on the H200 under MPS, stream memory operations about 0.9 us each
 LAUNCH_MIN = 32
-#: and there a batch of this many records or more goes to ``serve_batches``
-#: (as one that stream memory operations cannot apply does): a smaller one
-#: goes as stream memory operations, which the proxy does not wait for
-SERVE_MIN = 8
 #: the operations the target applies that way: writes of 4 and 8 bytes, then
 #: atomic reductions (add, and, or) of 4 and 8 bytes
 MEMOPS = ("write32", "write64", "add32", "add64", "and32", "and64", "or32", "or64")
@@ -333,12 +392,14 @@ class FunctionTarget:
     (milliseconds), a stream memory operation does not. ``attach()`` makes the
     context current on the proxy's thread; ``alongside``: an MPS daemon shares
     the GPU, so the copies run alongside the application's kernels; and
-    there a batch of SERVE_MIN records or more, or one that stream memory
-    operations cannot apply, goes, when the stream has no work left, to
+    there a batch goes, when the stream has no work left, to
     ``serve_batches``, a kernel of one warp that stays (launched by
     ``attach``, stopped first by ``close``): no driver call (a
-    ``cuStreamQuery`` only after the stream was given work), no launch, and
-    complete once the call returns; ``close()`` releases it all;
+    ``cuStreamQuery`` only after the stream was given work), no launch; a
+    batch of up to SERVICE_INLINE records that fetches nothing is complete
+    once ``settled`` says so, any other once the call returns, and every
+    call that gives the stream work waits for the kernel's batches first (one
+    order); ``close()`` releases it all;
     ``counts()`` says how many batches went each way."""
 
     def __init__(self, heap):
@@ -372,7 +433,7 @@ class FunctionTarget:
             # a batch's stream memory operations, and how many batches went each way
             self._memops = np.zeros((_engine.PEND_MAX, MEMOP_WORDS), np.uint64)
             self._copy2d, copy2d_where = _copy2d_template()
-            self._counts = np.zeros(4, np.int64)
+            self._counts = np.zeros(COUNTS, np.int64)
             templates, where = _memop_templates()
             if not reductions:
                 where[2:] = -1
@@ -385,7 +446,7 @@ class FunctionTarget:
                 templates, where, self._counts.ctypes.data, self._events.ctypes.data,
                 self._copy2d.ctypes.data, copy2d_where,
                 LAUNCH_MIN if self.alongside else _engine.PEND_MAX + 1, pend.ctypes.data,
-                *service)
+                *service, heap=(heap.base, heap.base + heap.capacity))
             copy_in, copy_out, apply, settled, mark, reached, passed = self._keep
             self.target = _engine.Target(
                 _engine.COPY_IN(copy_in.address), _engine.COPY_OUT(copy_out.address),
@@ -400,7 +461,7 @@ class FunctionTarget:
     def _service_block(self, device_pend):
         """``serve_batches``' control block and stream (it starts in
         ``attach``): (the block's host address, the stream)."""
-        control, on_device = _host_buffer(self._undo, 64)
+        control, on_device = _host_buffer(self._undo, SERVICE_BYTES)
         control[:] = 0
         call("cuCtxPushCurrent", self._context)
         try:
@@ -422,7 +483,7 @@ class FunctionTarget:
              ctypes.addressof(params), 0)
 
         def stop():
-            words[SERVICE_POSTED] = SERVICE_STOP  # (no batch is left: the loop has ended)
+            words[0] = SERVICE_STOP  # (no batch is left: the loop has ended)
             call("cuStreamSynchronize", stream)  # (the proxy's context is current)
         self._undo.push(call, "cuCtxPopCurrent")
         self._undo.push(stop)
@@ -473,6 +534,8 @@ _NOT_READY = 600
 #: what a batch for ``serve_batches`` returns if the kernel has stopped
 #: (CUDA_ERROR_UNKNOWN)
 _SERVICE_GONE = 999
+#: CUDA_ERROR_INVALID_VALUE: what ``apply`` returns for a record outside the heap
+_INVALID_VALUE = 1
 
 
 def _driver():
@@ -492,7 +555,7 @@ def _driver():
 
 def _functions(driver, stream, function, params, count_at, memops_at, templates, where,
                counts_at, events_at, copy2d_at, copy2d_where, launch_min, pend_at, service_at,
-               service_stream):
+               service_stream, heap=(0, (1 << 63) - 1)):
     """The Target's C functions (numba cfuncs), calling ``driver`` (DRIVER's
     functions, in its order), for ``stream`` and the
     ``apply_batch`` kernel ``function``, launched with the parameter pointers
@@ -505,14 +568,19 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     as stream memory operations, built at ``memops_at`` (0: never) from
     ``templates`` (``_memop_templates``, ``where`` -1 for those the GPU does
     not take), where each of its records is one and it has fewer than
-    ``launch_min`` records; ``counts_at`` counts the
-    batches each way (two int64) and says, in a third, whether writes of an
+    ``launch_min`` records; ``counts_at`` (COUNTS int64) counts the
+    batches each way (two) and says, in a third, whether writes of an
     earlier batch may not have landed yet (nothing then orders a reduction
-    after them: it goes to the kernel), and in a fourth whether the stream
-    may have work left. Where ``service_at`` is not 0 (the
+    after them: it goes to the kernel), in a fourth whether the stream
+    may have work left, and counts in a fifth the looks that found the
+    resident kernel behind (it is asked whether it still runs now and then).
+    Where ``service_at`` is not 0 (the
     control block of ``serve_batches``, running on ``service_stream``), a
     batch at ``pend_at`` goes to it instead when the stream has nothing left
-    to do (the kernel's writes would not be ordered after its work)."""
+    to do (the kernel's writes would not be ordered after its work), where
+    every record's address lies in ``heap`` (its first and end address): an
+    address the kernel cannot write would stop it and spoil the proxy's
+    context, where the driver refuses a stream memory operation's."""
     from numba import carray, cfunc, njit, types
     from numba.core.extending import intrinsic
 
@@ -520,6 +588,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     htod, htod2d, dtoh, synchronize, launch, query, record, wait_event, ask_event, batch = \
         driver
+    heap_first, heap_end = heap
     if batch is None:  # (never called: memops_at is 0; the function still compiles)
         batch = DRIVER["cuStreamBatchMemOp_v2"](lambda *args: 1)
     kinds = (_ring.SIGNAL, _ring.ATOMIC)
@@ -537,13 +606,13 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     def unlanded(flag):
         """Record (the third count) whether writes asked of the stream may not
         have landed yet."""
-        carray(pointer(np.uint64(counts_at), np.int64(0)), 4)[2] = flag
+        carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)[2] = flag
 
     @njit
     def asked(flag):
         """Record (the fourth count) whether the stream may have work left:
         set by each call that gives it some, cleared once it is seen idle."""
-        carray(pointer(np.uint64(counts_at), np.int64(0)), 4)[3] = flag
+        carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)[3] = flag
 
     @njit
     def seen_idle():
@@ -555,7 +624,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     @njit
     def idle():
         """Whether the stream has no work left (asked only when it may)."""
-        if carray(pointer(np.uint64(counts_at), np.int64(0)), 4)[3] == 0:
+        if carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)[3] == 0:
             return True
         if query(stream) != 0:
             return False
@@ -577,8 +646,93 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     def event(k):
         return carray(pointer(np.uint64(events_at), np.uint64(0)), k + 1)[k]
 
+    @njit
+    def control():
+        return carray(pointer(np.uint64(service_at), np.uint64(0)), SERVICE_BYTES // 8)
+
+    @njit
+    def running():
+        """Whether ``serve_batches`` has said it runs."""
+        _fence()
+        return control()[SERVICE_RUNNING] == 1
+
+    @njit
+    def caught_up(wait):
+        """0 once ``serve_batches`` has applied every batch posted (their old
+        values written); -1 while it has not, without ``wait``; if it stopped,
+        its stream's error (or CUDA_ERROR_UNKNOWN where it ended without
+        one). Without the kernel: 0."""
+        if service_at == 0:
+            return 0
+        words = control()
+        posted = words[SERVICE_POSTED]
+        polls = 0
+        while True:
+            _fence()
+            if words[SERVICE_APPLIED] == posted:
+                _fence()  # (the old values are read after it)
+                return 0
+            if not wait:
+                looks = carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)
+                looks[4] += 1
+                if looks[4] % 4096 != 0:
+                    return -1
+                rc = query(service_stream)
+                return -1 if rc == _NOT_READY else rc if rc != 0 else _SERVICE_GONE
+            polls += 1
+            if polls % 65536 == 0:
+                rc = query(service_stream)
+                if rc != _NOT_READY:  # it stopped: its error, or it ended
+                    return rc if rc != 0 else _SERVICE_GONE
+
+    @njit
+    def post(records, n):
+        """Post the n records to ``serve_batches`` (the kernel has applied
+        every earlier batch: the mailbox is free), SERVICE_INLINE or fewer in
+        the mailbox itself."""
+        words = control()
+        number = words[SERVICE_POSTED] + np.uint64(1)
+        if number == np.uint64(0xFFFF_FFFF):
+            number = np.uint64(1)
+        mark = number << np.uint64(32)
+        low = np.uint64(0xFFFF_FFFF)
+        for k in range(SERVICE_INLINE):
+            at = 1 + k * MAIL_RECORD
+            if k < n and n <= SERVICE_INLINE:
+                for j in range(4):
+                    bits = np.uint64(records[k, j])
+                    if j == 1:  # (the code: one word)
+                        words[at + 2] = mark | (bits & low)
+                    else:
+                        half = at + (0 if j == 0 else 2 * j - 1)
+                        words[half] = mark | (bits & low)
+                        words[half + 1] = mark | (bits >> np.uint64(32))
+            else:
+                for j in range(MAIL_RECORD):
+                    words[at + j] = mark
+        _fence()  # (a larger batch's records before the word that posts it)
+        words[0] = mark | np.uint64(n)
+        words[SERVICE_POSTED] = number
+
+    @njit
+    def in_heap(records, n):
+        for i in range(n):
+            if records[i, 0] < heap_first or records[i, 0] >= heap_end:
+                return False
+        return True
+
+    @njit
+    def fetches(records, n):
+        for i in range(n):
+            if (records[i, 1] >> 24) & 1:
+                return True
+        return False
+
     @cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.uint64, types.uint64))
     def copy_in(dst, src, n, pitch, rows):
+        rc = caught_up(True)  # (the copy goes after the kernel's batches)
+        if rc != 0:
+            return rc
         if rows == 1:
             rc = htod(dst, src, n, stream)
         else:  # (the driver takes the parameters in at the call)
@@ -594,7 +748,8 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     @cfunc(types.int32(types.int64))
     def mark(k):
-        return record(event(k), stream)
+        rc = caught_up(True)  # (the mark goes after the kernel's batches)
+        return rc if rc != 0 else record(event(k), stream)
 
     @cfunc(types.int32(types.int64))
     def reached(k):
@@ -651,43 +806,25 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             records[i, 4] = 0
         return True
 
-    @njit
-    def running():
-        """Whether ``serve_batches`` has said it runs."""
-        _fence()
-        return carray(pointer(np.uint64(service_at), np.uint64(0)), 5)[SERVICE_RUNNING] == 1
-
-    @njit
-    def served(n):
-        """Have ``serve_batches`` apply the n records at pend_at: 0 once it
-        has (their old values written); if it stopped, its stream's error (or
-        CUDA_ERROR_UNKNOWN where it ended without one)."""
-        control = carray(pointer(np.uint64(service_at), np.uint64(0)), 4)
-        sequence = (control[SERVICE_POSTED] >> np.uint64(SERVICE_SHIFT)) + np.uint64(1)
-        posted = (sequence << np.uint64(SERVICE_SHIFT)) | np.uint64(n)
-        _fence()  # (the records before the word that posts them)
-        control[SERVICE_POSTED] = posted
-        polls = 0
-        while True:
-            _fence()
-            if control[SERVICE_APPLIED] == posted:
-                _fence()  # (the old values are read after it)
-                return 0
-            polls += 1
-            if polls % 65536 == 0:
-                rc = query(service_stream)
-                if rc != _NOT_READY:  # it stopped: its error, or it ended
-                    return rc if rc != 0 else _SERVICE_GONE
-
     @cfunc(types.int32(types.uint64, types.int64))
     def apply(address, n):
         records = carray(pointer(address, np.int64(0)), (n, PEND_WORDS))
-        counts = carray(pointer(np.uint64(counts_at), np.int64(0)), 4)
-        memops = memops_at != 0 and n < launch_min and as_memops(records, n, counts[2] != 0)
-        if (service_at != 0 and (n >= SERVE_MIN or not memops) and address == pend_at
-                and n <= PEND_MAX and running() and idle()):
+        counts = carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)
+        rc = caught_up(True)  # (what follows goes after the kernel's batches)
+        if rc != 0:
+            return rc
+        if (service_at != 0 and address == pend_at and n <= PEND_MAX and running()
+                and idle()):
+            if not in_heap(records, n):
+                return _INVALID_VALUE
             counts[1] += 1
-            return served(n)
+            post(records, n)
+            # (complete once settled says so; a fetch, or a batch whose records
+            # the kernel reads where the next batch goes, once it returns)
+            if n > SERVICE_INLINE or fetches(records, n):
+                return caught_up(True)
+            return 0
+        memops = memops_at != 0 and n < launch_min and as_memops(records, n, counts[2] != 0)
         if memops:
             # (the driver takes the operations in at the call: the records and
             # the operations may be reused at once; complete once settled says so)
@@ -708,6 +845,11 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     @cfunc(types.int32())
     def settled():
+        rc = caught_up(False)
+        if rc != 0:
+            return rc
+        if carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)[3] == 0:
+            return 0  # (the stream was given no work since it was seen idle)
         rc = query(stream)
         if rc == 0:
             seen_idle()

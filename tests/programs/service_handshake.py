@@ -1,23 +1,31 @@
 """The host's side of ``serve_batches`` (numba_shmem/_cuda/_target.py), the
 resident kernel that applies batches of atomics and signals under MPS,
-against a thread that plays the kernel (its control block protocol: POSTED,
-COUNT in; old values and APPLIED out), with the driver's functions replaced
-by stand-ins. Needs no GPU. Prints ``ok``.
+against a thread that plays the kernel (its control block protocol: the
+mailbox in, every word marked with the batch's number, up to SERVICE_INLINE
+records in it; old values and APPLIED out), with the driver's functions
+replaced by stand-ins. Needs no GPU. Prints ``ok``.
 
-1. Each batch is posted once (its sequence number and record count in one
-   word) and ``apply`` returns once the kernel has written it back, the old
-   values in the records; with nothing given to the proxy's stream, no
-   ``cuStreamQuery`` asks whether it is idle.
+1. Each batch is posted once; a batch that fetches, or one larger than
+   SERVICE_INLINE, is complete when ``apply`` returns (the old values in
+   the records); with nothing given to the proxy's stream, no
+   ``cuStreamQuery`` asks whether it is idle. The records a small batch
+   carries in the mailbox are the records posted.
 2. The kernel gone (its stream idle): ``apply`` says so (CUDA_ERROR_UNKNOWN)
-   instead of waiting for ever.
+   instead of waiting for ever, and so does ``settled`` for a batch it did
+   not wait for.
 3. The proxy's stream given a copy and still busy, or the kernel not (yet)
    running: the batch goes the stream's way, not the kernel's.
-4. A batch of signals (each one a stream memory operation) goes as stream
-   memory operations while it has fewer than SERVE_MIN records, and to the
-   kernel from SERVE_MIN on.
+4. A small batch of signals that fetches nothing: ``apply`` returns at once,
+   ``settled`` says it is not done until the kernel has applied it, and a
+   copy asked meanwhile waits for the kernel first (one order). A larger
+   one: complete on return. No stream memory operation either way.
+5. A record whose address is not in the heap never reaches the kernel (it
+   would fault there and spoil the proxy's context): ``apply`` refuses the
+   batch (CUDA_ERROR_INVALID_VALUE) and posts nothing.
 """
 
 import threading
+import time
 
 import numpy as np
 
@@ -44,8 +52,8 @@ def stand_in(name):
 
 driver = tuple(stand_in(name) for name in _target.DRIVER)
 pend = np.zeros((_engine.PEND_MAX, _engine.PEND_WORDS), np.int64)
-control = np.zeros(8, np.uint64)
-counts = np.zeros(4, np.int64)
+control = np.zeros(_target.SERVICE_BYTES // 8, np.uint64)
+counts = np.zeros(_target.COUNTS, np.int64)
 keep = [np.zeros((_engine.PEND_MAX, _target.MEMOP_WORDS), np.uint64),
         np.zeros(_engine.LAND_SEGS, np.uint64), np.zeros(32, np.uint64), np.zeros(1, np.int64)]
 templates = np.zeros((len(_target.MEMOPS), _target.MEMOP_WORDS), np.uint64)
@@ -58,23 +66,50 @@ functions = _target._functions(
     _target.LAUNCH_MIN, pend.ctypes.data, control.ctypes.data, SERVICE_STREAM)
 apply = _engine.APPLY(functions[2].address)
 stop = threading.Event()
+slow = threading.Event()  # the kernel waits before it applies
 seen_batches = []
+T = _target
+
+
+def mailbox():
+    """The batch in the mailbox: (its number, its count, its inline records
+    as (address, code, value, cond) rows, or None), or None while its words
+    do not all carry one number."""
+    words = [int(w) for w in control[:T.SERVICE_MAIL]]
+    marks = {w >> 32 for w in words}
+    if len(marks) != 1:
+        return None
+    number, n = words[0] >> 32, words[0] & 0xFFFF_FFFF
+    if n > T.SERVICE_INLINE:
+        return number, n, None
+    halves = [w & 0xFFFF_FFFF for w in words[1:]]
+    rows = []
+    for k in range(n):
+        h = halves[k * T.MAIL_RECORD:(k + 1) * T.MAIL_RECORD]
+        rows.append((h[0] | h[1] << 32, h[2], h[3] | h[4] << 32, h[5] | h[6] << 32))
+    return number, n, rows
 
 
 def kernel():
     """serve_batches' protocol: running, each posted batch once (old value =
     value + 1), not running once told to stop."""
-    seen = 0
-    control[_target.SERVICE_RUNNING] = 1
+    control[T.SERVICE_RUNNING] = 1
     while not stop.is_set():
-        posted = int(control[_target.SERVICE_POSTED])
-        if posted != seen:
-            n = posted & ((1 << _target.SERVICE_SHIFT) - 1)
-            pend[:n, 4] = pend[:n, 2] + 1
-            seen_batches.append((posted >> _target.SERVICE_SHIFT, n))
-            seen = posted
-            control[_target.SERVICE_APPLIED] = posted
-    control[_target.SERVICE_RUNNING] = 0
+        if int(control[0]) == T.SERVICE_STOP:
+            break
+        batch = mailbox()
+        if batch is None or batch[0] == int(control[T.SERVICE_APPLIED]):
+            continue
+        number, n, rows = batch
+        if slow.is_set():
+            time.sleep(0.05)
+        if rows is not None:
+            as_posted = [tuple(int(np.uint64(v)) for v in pend[k, :4]) for k in range(n)]
+            assert rows == as_posted, (rows, as_posted)
+        pend[:n, 4] = pend[:n, 2] + 1
+        seen_batches.append((number, n))
+        control[T.SERVICE_APPLIED] = number
+    control[T.SERVICE_RUNNING] = 0
 
 
 def playing_kernel(work):
@@ -91,40 +126,87 @@ def playing_kernel(work):
         playing.clear()
 
 
+FETCH_ADD = _ring.code(_ring.ATOMIC, 3, _ring.ATOMIC_OPS.index("add"), 1)
+settled = _engine.SETTLED(functions[3].address)
+copy_in = _engine.COPY_IN(functions[0].address)
+
+
 def batches():  # 1.
-    for batch in range(1, 4):
-        pend[:batch + 2, 2] = np.arange(batch + 2) * batch
-        assert apply(pend.ctypes.data, batch + 2) == 0
-        assert (pend[:batch + 2, 4] == np.arange(batch + 2) * batch + 1).all(), pend[:5]
+    pend[:, 1] = FETCH_ADD
+    for n in (1, 3, T.SERVICE_INLINE + 2):
+        pend[:n, 0] = (1 << 40) + 8 * np.arange(n)
+        pend[:n, 2] = np.arange(n) * n - 5
+        pend[:n, 3] = -np.arange(n)
+        assert apply(pend.ctypes.data, n) == 0
+        assert (pend[:n, 4] == np.arange(n) * n - 4).all(), pend[:5]
 
 
 playing_kernel(batches)
-assert seen_batches == [(1, 3), (2, 4), (3, 5)], seen_batches
+assert seen_batches == [(1, 1), (2, 3), (3, T.SERVICE_INLINE + 2)], seen_batches
 assert counts[1] == 3 and calls.get("cuLaunchKernel", 0) == 0, (counts, calls)
 assert "proxy's stream queried" not in calls, calls
-control[_target.SERVICE_RUNNING] = 1  # 2. (it stopped without saying so: it trapped)
-assert apply(pend.ctypes.data, 2) == _target._SERVICE_GONE
-posted = int(control[_target.SERVICE_POSTED])
+control[T.SERVICE_RUNNING] = 1  # 2. (it stopped without saying so: it trapped)
+assert apply(pend.ctypes.data, 2) == T._SERVICE_GONE
+control[T.SERVICE_APPLIED] = control[T.SERVICE_POSTED]  # (as if that one had been applied)
+pend[:, 1] = SIGNAL_SET
+assert apply(pend.ctypes.data, 2) == 0  # (not waited for)
+for _ in range(5000):
+    rc = settled()
+    if rc != -1:
+        break
+assert rc == T._SERVICE_GONE, rc
+control[T.SERVICE_APPLIED] = control[T.SERVICE_POSTED]
+posted = int(control[T.SERVICE_POSTED])
 stream_state[0] = 600  # 3.
-copy_in = _engine.COPY_IN(functions[0].address)
+pend[:, 1] = FETCH_ADD  # (no stream memory operation: a launch)
 assert copy_in(1 << 40, pend.ctypes.data, 8, 8, 1) == 0
 assert apply(pend.ctypes.data, 1) == 0
-assert int(control[_target.SERVICE_POSTED]) == posted and calls["cuLaunchKernel"] == 1, calls
+assert int(control[T.SERVICE_POSTED]) == posted and calls["cuLaunchKernel"] == 1, calls
 stream_state[0] = 0
-control[_target.SERVICE_RUNNING] = 0
+control[T.SERVICE_RUNNING] = 0
 assert apply(pend.ctypes.data, 1) == 0
-assert int(control[_target.SERVICE_POSTED]) == posted and calls["cuLaunchKernel"] == 2, calls
+assert int(control[T.SERVICE_POSTED]) == posted and calls["cuLaunchKernel"] == 2, calls
+seen_batches.clear()
 
 
 def signals():  # 4.
     pend[:, 1] = SIGNAL_SET
-    before = list(seen_batches)
-    assert apply(pend.ctypes.data, _target.SERVE_MIN - 1) == 0
-    assert seen_batches == before and calls["cuStreamBatchMemOp_v2"] == 1, calls
-    assert apply(pend.ctypes.data, _target.SERVE_MIN) == 0
-    assert seen_batches == before + [(5, _target.SERVE_MIN)], seen_batches
-    assert calls["cuStreamBatchMemOp_v2"] == 1, calls
+    memops = calls.get("cuStreamBatchMemOp_v2", 0)
+    slow.set()
+    assert apply(pend.ctypes.data, 3) == 0
+    assert settled() == -1, "a batch not yet applied was settled"
+    assert copy_in(1 << 40, pend.ctypes.data, 8, 8, 1) == 0
+    assert control[T.SERVICE_APPLIED] == control[T.SERVICE_POSTED], \
+        "a copy went before the kernel's batch"
+    slow.clear()
+    stream_state[0] = 0  # (the copy is done)
+    assert settled() == 0
+    assert apply(pend.ctypes.data, T.SERVICE_INLINE + 1) == 0
+    assert seen_batches[-1] == (posted + 2, T.SERVICE_INLINE + 1), seen_batches
+    assert settled() == 0
+    assert calls.get("cuStreamBatchMemOp_v2", 0) == memops, calls
 
 
 playing_kernel(signals)
+assert [n for _, n in seen_batches] == [3, T.SERVICE_INLINE + 1], seen_batches
+
+# 5. (the same functions over a heap from 1 << 40 up to 1 << 41)
+bounded = _target._functions(
+    driver, 1, 2, 3, keep[3].ctypes.data, keep[0].ctypes.data, templates, where,
+    counts.ctypes.data, keep[1].ctypes.data, keep[2].ctypes.data, np.zeros(6, np.int64),
+    _target.LAUNCH_MIN, pend.ctypes.data, control.ctypes.data, SERVICE_STREAM,
+    heap=(1 << 40, 1 << 41))
+apply = _engine.APPLY(bounded[2].address)
+
+
+def outside():
+    posted = int(control[T.SERVICE_POSTED])
+    pend[:2, 0] = (1 << 40) + 8, 8
+    assert apply(pend.ctypes.data, 2) == T._INVALID_VALUE
+    assert int(control[T.SERVICE_POSTED]) == posted, "a batch outside the heap was posted"
+    pend[1, 0] = (1 << 41) - 8
+    assert apply(pend.ctypes.data, 2) == 0 and int(control[T.SERVICE_POSTED]) == posted + 1
+
+
+playing_kernel(outside)
 print("ok")

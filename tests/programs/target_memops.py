@@ -89,12 +89,14 @@ done = run([signal(SET, 0x1000, 5), atomic(I64, "set", 0x2000, -1),
 (name, args, words), = done
 assert name == "cuStreamBatchMemOp_v2" and args[:2] == (7, 3) and args[3] == 0, done
 del calls[:]
-assert settled() == 0 and [(name, args) for name, args, _ in calls] == [("cuStreamQuery", (7,))]
 query_rc[0] = 600  # CUDA_ERROR_NOT_READY: not yet
 assert settled() == -1
 query_rc[0] = 700  # an error: itself
 assert settled() == 700
 query_rc[0] = 0
+assert settled() == 0 and [(name, args) for name, args, _ in calls] == [("cuStreamQuery", (7,))] * 3
+del calls[:]
+assert settled() == 0 and not calls, calls  # (seen idle and given nothing since: not asked)
 W64 = int(_target.cu.CUstreamBatchMemOpType.CU_STREAM_MEM_OP_WRITE_VALUE_64)
 W32 = int(_target.cu.CUstreamBatchMemOpType.CU_STREAM_MEM_OP_WRITE_VALUE_32)
 assert [int(w) & 0xFFFF_FFFF for w in words[:, 0]] == [W64, W64, W32]
