@@ -762,6 +762,9 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
 
     @cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.int64))
     def copy_out(dst, src, n, wait):
+        rc = caught_up(True)  # (a get sees the kernel's batches before it)
+        if rc != 0:
+            return rc
         rc = dtoh(dst, src, n, stream)
         asked(1)
         return synchronized(rc) if wait else rc

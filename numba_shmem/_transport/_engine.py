@@ -542,8 +542,10 @@ def first_unpublished(words, start):
 @njit(nogil=True, cache=True, _nrt=False)
 def first_taken(words, waits_at, n, first):
     """The first ticket from ``first`` on whose slot (of the ``n`` at
-    ``waits_at``: the ticket each waits for) is not given back yet."""
-    while words[waits_at + first % n] == first + n:
+    ``waits_at``: the ticket each waits for) is not given back yet. (A
+    slot's word only grows: past ``first + n``, its next ticket came and
+    went back too.)"""
+    while words[waits_at + first % n] >= first + n:
         first += 1
     return first
 
@@ -555,10 +557,10 @@ def given_back(gw):
     release), so that threads need not read their slot's word over the bus.
     The slots' words are read first (x86 keeps a store after earlier loads)."""
     freed = gw[_FREED_AT]
-    if gw[_FREE_AT + freed % _SLOTS] == freed + _SLOTS:
+    if gw[_FREE_AT + freed % _SLOTS] >= freed + _SLOTS:
         gw[_FREED_AT] = first_taken(gw, _FREE_AT, _SLOTS, freed)
     freed = gw[_STAGES_FREED_AT]
-    if gw[_STAGE_FREE_AT + freed % _STAGE_SEGS] == freed + _STAGE_SEGS:
+    if gw[_STAGE_FREE_AT + freed % _STAGE_SEGS] >= freed + _STAGE_SEGS:
         gw[_STAGES_FREED_AT] = first_taken(gw, _STAGE_FREE_AT, _STAGE_SEGS, freed)
 
 

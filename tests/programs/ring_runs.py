@@ -17,6 +17,9 @@ request whose data is sent from the ring's staging in place. Prints ``ok``.
    the end land, one refusal record names the first chunk refused, and its
    tickets are all answered (COMPLETE passes them); two calls joined in one
    run, the first up to the end, the second past it: the first lands.
+6. FREED and STAGES_FREED pass a slot and a staging segment given back out of
+   order: the next ticket of the one above came and went back before the one
+   below it was back.
 """
 
 import numpy as np
@@ -169,4 +172,17 @@ finish()
 assert [t for _, t in taken()] == [start]
 assert tuple(s.refusals[refused, [0, 3, 4]]) == ((start + 2) * 2 + 1, HEAP, CHUNK)
 assert (heap == want).all(), "a put that fit was dropped with the run it joined"
+# 6. out of order (a ring of its own: FREE and STAGE_FREE words as threads and
+# the loop leave them)
+words = _ring.DeviceRing(np.zeros(_ring.NBYTES, np.uint8), None).memory[:_ring.STAGING]
+words = words.view(np.int64)
+FREED, STAGES_FREED = _ring.FREED // 8, _ring.STAGES_FREED // 8
+FREE, STAGE_FREE, SEGS = _ring.FREE // 8, _ring.STAGE_FREE // 8, _ring.STAGE_SEGS
+words[FREE + 1] = 1 + 2 * SLOTS  # (tickets 1 and 1 + SLOTS back, 0 not yet)
+words[STAGE_FREE + 1] = 1 + 2 * SEGS
+_engine.given_back(words)
+assert (words[FREED], words[STAGES_FREED]) == (0, 0)
+words[FREE], words[STAGE_FREE] = SLOTS, SEGS  # (ticket 0 back)
+_engine.given_back(words)
+assert (words[FREED], words[STAGES_FREED]) == (2, 2), (words[FREED], words[STAGES_FREED])
 print("ok")

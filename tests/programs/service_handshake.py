@@ -17,7 +17,8 @@ replaced by stand-ins. Needs no GPU. Prints ``ok``.
    running: the batch goes the stream's way, not the kernel's.
 4. A small batch of signals that fetches nothing: ``apply`` returns at once,
    ``settled`` says it is not done until the kernel has applied it, and a
-   copy asked meanwhile waits for the kernel first (one order). A larger
+   copy into or out of the heap asked meanwhile waits for the kernel first
+   (one order: a get sees the batches before it). A larger
    one: complete on return. No stream memory operation either way.
 5. A record whose address is not in the heap never reaches the kernel (it
    would fault there and spoil the proxy's context): ``apply`` refuses the
@@ -178,17 +179,22 @@ def signals():  # 4.
     assert copy_in(1 << 40, pend.ctypes.data, 8, 8, 1) == 0
     assert control[T.SERVICE_APPLIED] == control[T.SERVICE_POSTED], \
         "a copy went before the kernel's batch"
+    assert apply(pend.ctypes.data, 2) == 0  # (and a copy out of the heap: a get's)
+    copy_out = _engine.COPY_OUT(functions[1].address)
+    assert copy_out(pend.ctypes.data, 1 << 40, 8, 0) == 0
+    assert control[T.SERVICE_APPLIED] == control[T.SERVICE_POSTED], \
+        "a copy out went before the kernel's batch"
     slow.clear()
     stream_state[0] = 0  # (the copy is done)
     assert settled() == 0
     assert apply(pend.ctypes.data, T.SERVICE_INLINE + 1) == 0
-    assert seen_batches[-1] == (posted + 2, T.SERVICE_INLINE + 1), seen_batches
+    assert seen_batches[-1] == (posted + 3, T.SERVICE_INLINE + 1), seen_batches
     assert settled() == 0
     assert calls.get("cuStreamBatchMemOp_v2", 0) == memops, calls
 
 
 playing_kernel(signals)
-assert [n for _, n in seen_batches] == [3, T.SERVICE_INLINE + 1], seen_batches
+assert [n for _, n in seen_batches] == [3, 2, T.SERVICE_INLINE + 1], seen_batches
 
 # 5. (the same functions over a heap from 1 << 40 up to 1 << 41)
 bounded = _target._functions(
