@@ -67,7 +67,8 @@ _MAX_SLEEP_NS = 256
 #: One more poll of a spin-wait: after POLLS polls, sleep, doubling up to MAX_SLEEP,
 #: and stop the kernel if this PE has left the job (it exits: nobody is coming),
 #: which it looks at once every GONE_POLLS polls: the word is in mapped host
-#: memory, a read over the bus (1.3 us on an H200) that made each poll as slow
+#: memory, and a read over the bus (1.3 us on an H200) at every poll would slow
+#: each poll as much
 _BACKOFF = """polls += 1
 if polls > POLLS:
     _nanosleep(pause)
