@@ -585,6 +585,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     from numba.core.extending import intrinsic
 
     from .._transport._engine import PEND_MAX, PEND_WORDS, _fence
+    from .._transport._engine import fetches as request_fetches
 
     htod, htod2d, dtoh, synchronize, launch, query, record, wait_event, ask_event, batch = \
         driver
@@ -724,7 +725,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     @njit
     def fetches(records, n):
         for i in range(n):
-            if (records[i, 1] >> 24) & 1:
+            if request_fetches(records[i, 1]):
                 return True
         return False
 
