@@ -131,9 +131,9 @@ def test_signals_release_their_data(ptx):
 def test_signal_op_is_a_relaxed_atomic(ptx, nodes_ptx):
     """Like NVSHMEM's and OpenSHMEM's: fence() orders it after earlier puts.
     (Where the job spans nodes, the one release at system scope is the proxy
-    ring's publish, toward a PE on another node: its words are u64 stores, the
-    API's b64; keeping a newer copy of the ring's FREED word is one at GPU
-    scope.)"""
+    ring's released publish, toward a PE on another node whose offset does not
+    fit a marked descriptor: its words are u64 stores, the API's b64; keeping a
+    newer copy of the ring's FREED word is one at GPU scope.)"""
     code = ptx["signal_op_set"]
     assert "st.relaxed.sys.b64" in code
     assert not re.search(r"\b(st|red|atom)\.release", code) and "fence." not in code
@@ -143,14 +143,34 @@ def test_signal_op_is_a_relaxed_atomic(ptx, nodes_ptx):
         ["atom.release.gpu.max", "st.release.sys.u64"]
 
 
-def test_toward_another_node_a_request_is_published_after_its_fields(ptx, nodes_ptx):
+def _store_runs(code):
+    """The stores of each basic block of ``code`` (split at labels and
+    branches) that has any, as lists of their instructions' names
+    (``st.relaxed.sys.u64``, ...)."""
+    runs, run = [], []
+    for line in code.splitlines():
+        words = line.split()
+        if not words or words[0].endswith(":") or "bra" in words[0] or "bra" in words[1:2]:
+            if run:
+                runs.append(run)
+            run = []
+        elif words[0].startswith("st."):
+            run.append(words[0])
+    return runs + ([run] if run else [])
+
+
+def test_toward_another_node_a_request_is_posted_marked_or_released(ptx, nodes_ptx):
     """Where the job spans nodes, a PE whose peer table entry is 0 gets a
     descriptor in the proxy's ring: a ticket (an atomic add at GPU scope), the
     slot's FREE word polled with acquire only where the copy of the ring's
     FREED word in GPU memory (an acquire at GPU scope) and then FREED itself
-    say it may be taken, the fields stored relaxed, then the sequence word
-    released; a g polls for its answer with acquire and gives the slot back
-    with a release. In a job on one node none of it is there."""
+    say it may be taken. A p or g then writes its descriptor marked: six
+    relaxed stores and no release (a release at system scope waits 1.4 us for
+    the bus); only where the offset does not fit a marked word, the fields
+    stored relaxed and then the sequence word released. A g polls for its
+    answer with acquire and gives the slot back with a release (its data was
+    read relaxed); a fetching atomic, whose answer is read with an acquire,
+    with a relaxed store. In a job on one node none of it is there."""
     code = nodes_ptx["p_runtime_pe"] + nodes_ptx["g_far"]
     assert "atom.relaxed.gpu.add.u64" in code and "ld.acquire.sys.b64" in code
     lines = nodes_ptx["p_runtime_pe"].splitlines()
@@ -158,13 +178,17 @@ def test_toward_another_node_a_request_is_published_after_its_fields(ptx, nodes_
     over_bus = [i for i, line in enumerate(lines) if "ld.acquire.sys.b64" in line]
     # (FREED, then the slot's own word: its wait's loop may be rotated, one load twice)
     assert len(copy) == 1 and len(over_bus) >= 2 and copy[0] < min(over_bus)
+    relaxed, release = "st.relaxed.sys.u64", "st.release.sys.u64"
     for section in ("p_runtime_pe", "g_far"):
-        lines = nodes_ptx[section].splitlines()
-        fields = [i for i, line in enumerate(lines) if "st.relaxed.sys.u64" in line]
-        publish = [i for i, line in enumerate(lines) if "st.release.sys.u64" in line]
-        assert len(fields) == 5 and publish and max(fields) < publish[0], section
+        runs = _store_runs(nodes_ptx[section])
+        assert [relaxed] * 6 in runs, (section, runs)
+        assert any(run[-5:] == [relaxed] * 4 + [release] for run in runs), (section, runs)
         assert ".u64 [" not in ptx[section].replace("ld.const.u64", "")
-    assert nodes_ptx["g_far"].count("st.release.sys.u64") == 2  # the publish, the slot back
+    assert nodes_ptx["g_far"].count(release) == 2  # (the released form's, the slot back)
+    # five atomics, three of them fetching: a release each where it goes released
+    atomics = nodes_ptx["atomics"]
+    assert atomics.count(release) == 5 and [relaxed] * 6 in _store_runs(atomics)
+    assert len([run for run in _store_runs(atomics) if run == [relaxed]]) == 3
 
 
 def test_peer_addresses_come_from_constant_memory(ptx):

@@ -8,7 +8,7 @@ from .. import _device_api as api
 from . import _ptx
 from . import _proxied
 from ._addressing import debug_enabled, peer_address
-from ._far import _ANSWER, _GIVE_BACK, _far_namespace, _post
+from ._far import _ANSWER, _GIVE_BACK_ACQUIRED, _far_namespace, _post_marked
 from ._primitives import array_pointer, as_pe
 from ._source import _compile_source, _indent, _register, _spin_namespace
 
@@ -34,12 +34,12 @@ def _far_atomic(name, op, fetching, dtype):
     cond = "cond" if "cond" in params else "0"
     code = _proxied.atomic_code(op, as_dtype(dtype), fetching)
     source = (f"def impl({params}):\n    _proxy_check(pe, {name!r})\n"
-              + _indent(_post(code, "pe", f"_addr({target}) - _heap_base()",
+              + _indent(_post_marked(code, "pe", f"_addr({target}) - _heap_base()",
                               f"_bits({target}, {value})", f"_bits({target}, {cond})"), 1))
     if fetching:
         source += (_indent(_ANSWER, 1)
                    + f"    old = _from_bits({target}, _load_word(ring + RING_ANSWER + slot * 8))\n"
-                   + _indent(_GIVE_BACK, 1) + "    return old\n")
+                   + _indent(_GIVE_BACK_ACQUIRED, 1) + "    return old\n")
     return _compile_source(source, _far_namespace() | _spin_namespace(debug_enabled(), 0))
 
 

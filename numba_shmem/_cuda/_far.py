@@ -53,7 +53,7 @@ def _claim():
             + _SLOT_WAIT)
 
 
-def _publish(code, pe, offset, arg="0", cond="0", addr=None):
+def _publish(code, pe, offset, arg="0", cond="0", addr="0"):
     """Source: write ticket ``t``'s descriptor into its ``slot`` and publish it
     (a release: what the slot's staging area holds goes before it)."""
     return ("desc = ring + slot * 64\n"
@@ -62,8 +62,40 @@ def _publish(code, pe, offset, arg="0", cond="0", addr=None):
             f"_store_word(desc + 24, {offset})\n"
             f"_store_word(desc + 32, {arg})\n"
             f"_store_word(desc + 40, {cond})\n"
-            + (f"_store_word(desc + 48, {addr})\n" if addr else "")
-            + "_release_word(desc, t + 1)\n")
+            f"_store_word(desc + 48, {addr})\n"
+            # (and the last word: no word of a marked request before it stays)
+            "_store_word(desc + 56, 0)\n"
+            "_release_word(desc, t + 1)\n")
+
+
+def _publish_marked(code, pe, arg, cond):
+    """Source: write ticket ``t``'s descriptor into its ``slot`` marked
+    (_transport/_ring.py: each word carries the ticket's mark, no release),
+    its offset ``m_off`` (which fits: ``_post_marked``)."""
+    return ("desc = ring + slot * 64\n"
+            "m_mark = (0x80 | (t // RING_SLOTS) & 0x3F) << RING_MARK_SHIFT\n"
+            "_store_word(desc + 8, m_mark | m_off & RING_LOW56)\n"
+            f"m_word = {arg}\n"
+            "_store_word(desc + 16, m_mark | m_word & 0xFFFFFFFF)\n"
+            "_store_word(desc + 24, m_mark | (m_word >> 32) & 0xFFFFFFFF)\n"
+            f"m_word = {cond}\n"
+            "_store_word(desc + 48, m_mark | m_word & 0xFFFFFFFF)\n"
+            "_store_word(desc + 56, m_mark | (m_word >> 32) & 0xFFFFFFFF)\n"
+            f"_store_word(desc, m_mark | ({code}) | ({pe}) << RING_PE_SHIFT)\n")
+
+
+def _post_marked(code, pe, offset, arg="0", cond="0", stage=""):
+    """Source: post one request that stages nothing before it, marked (no
+    release: a request's order after the thread's earlier stores is
+    ``fence``'s to give, as on the direct path); released where its offset
+    does not fit a marked word (``stage``: the released form's data, a put's
+    value, from ``cond``). Leaves ``t``, ``slot``, ``ring`` and ``stage_at``."""
+    return (_claim() + "stage_at = ring + RING_STAGING + slot * RING_CHUNK\n"
+            f"m_off = {offset}\n"
+            "if m_off >= -RING_MARKED_OFFSET and m_off < RING_MARKED_OFFSET:\n"
+            + _indent(_publish_marked(code, pe, arg, cond), 1) + "else:\n"
+            + _indent(stage + _publish(code, pe, "m_off", arg, cond="0" if stage else cond),
+                      1))
 
 
 def _post(code, pe, offset, arg="0", cond="0", stage=""):
@@ -78,6 +110,9 @@ def _post(code, pe, offset, arg="0", cond="0", stage=""):
 #: Source: wait for the answer to ticket ``t``; then give its slot back
 _ANSWER = _spin("_load_word(ring + RING_DONE + slot * 8) != t + 1")
 _GIVE_BACK = "_release_word(ring + RING_FREE + slot * 8, t + RING_SLOTS)\n"
+#: Source: give ticket ``t``'s slot back once its answer was read with an
+#: acquire (which orders the store after it: no release)
+_GIVE_BACK_ACQUIRED = "_store_word(ring + RING_FREE + slot * 8, t + RING_SLOTS)\n"
 
 #: Source: wait until every request this PE has posted is complete at its target
 _RING_QUIET = ("ring = _ring_base()\n"
@@ -226,8 +261,19 @@ def _far_chunks(put, smallest, scope):
         else:
             chunk += (_post("RING_GET", "pe", "far_at + at", "n") + _ANSWER
                       + _serial_copy("near_at + at", "stage_at", "n", smallest) + _GIVE_BACK)
-        return ("c = start\n"
-                "while c * RING_CHUNK < total:\n" + _indent(chunk, 1) + "    c += stride\n")
+        loop = "c = start\nwhile c * RING_CHUNK < total:\n" + _indent(chunk, 1) + "    c += stride\n"
+        if not put:
+            return loop
+        # a put of up to 8 bytes carries them, as a p its value (marked)
+        small = ("m_bytes = cuda.local.array(1, _int64)\n"
+                 "m_bytes[0] = 0\n"
+                 "k = 0\n"
+                 "while k < total:\n"
+                 "    _copy1(_addr(m_bytes) + k, near_at + k)\n"
+                 "    k += 1\n"
+                 + _post_marked("RING_PUT", "pe", "far_at", "total", "m_bytes[0]",
+                                stage=_serial_copy("stage_at", "near_at", "total", smallest)))
+        return "if total > 0 and total <= 8:\n" + _indent(small, 1) + "else:\n" + _indent(loop, 1)
     # The group takes one ticket for each chunk at once, so that the ring holds
     # the chunks in order (the target joins their copies into one), whichever
     # warp posts each first. Only once every thread of the group is here: a
@@ -289,18 +335,20 @@ def _far_signal(sig, value, sig_op, pe):
     """Source: post a signal update (sig_op SIGNAL_SET or SIGNAL_ADD; any other
     stops the kernel, as on the direct path) to ``sig`` on PE ``pe``."""
     return (f"if {sig_op} != {api.SIGNAL_SET} and {sig_op} != {api.SIGNAL_ADD}:\n    _trap()\n"
-            + _post(f"RING_SIGNAL + ({sig_op} << 16)", pe, f"_addr({sig}) - _heap_base()",
-                    f"_bits({sig}, {value})"))
+            + _post_marked(f"RING_SIGNAL + ({sig_op} << 16)", pe, f"_addr({sig}) - _heap_base()",
+                           f"_bits({sig}, {value})"))
 
 
 def _far_element(name, array, at, pe, put, value=None, result="v"):
     """Source: one element of ``array`` at address ``at`` (on this PE's heap),
     put (``value``) to or got (into ``result``) from PE ``pe``."""
     offset = f"{at} - _heap_base()"
-    if put:
-        return _post("RING_PUT", pe, offset, f"{array}.itemsize",
-                     stage=f"_store_relaxed(stage_at, {array}, {value})\n")
-    return (_post("RING_GET", pe, offset, f"{array}.itemsize") + _ANSWER
+    if put:  # (the value in COND)
+        return ("m_value = " + value + "\n"
+                + _post_marked("RING_PUT", pe, offset, f"{array}.itemsize",
+                               f"_bits({array}, m_value)",
+                               stage=f"_store_relaxed(stage_at, {array}, m_value)\n"))
+    return (_post_marked("RING_GET", pe, offset, f"{array}.itemsize") + _ANSWER
             + f"{result} = _load_relaxed({array}, stage_at)\n" + _GIVE_BACK)
 
 

@@ -267,6 +267,8 @@ _NAMESPACE = {
     "RING_FROM_MIN": _ring.FROM_MIN, "RING_AHEAD": _ring.AHEAD,
     "RING_STAGE_SEGS": _ring.STAGE_SEGS, "RING_STAGE_PIECE": _ring.STAGE_PIECE,
     "RING_STAGE_STRIDE": _ring.STAGE_STRIDE, "RING_STAGE_FREE": _ring.STAGE_FREE,
+    "RING_MARK_SHIFT": _ring.MARK_SHIFT, "RING_PE_SHIFT": _ring.PE_SHIFT,
+    "RING_LOW56": _ring.LOW56, "RING_MARKED_OFFSET": _ring.MARKED_OFFSET,
     "RING_FREED": _ring.FREED, "RING_STAGES_FREED": _ring.STAGES_FREED,
     "RING_SIGNAL": _ring.code(_ring.SIGNAL), "RING_SIGNAL_MAX": _ring.code(_ring.SIGNAL, 0,
                                                                             _ring.SIGNAL_MAX),

@@ -527,16 +527,56 @@ ATOMIC_KIND, SIGNAL_KIND = _ATOMIC, _SIGNAL
 _P32 = _ring.code(_ATOMIC, _ring.DTYPES.index("uint32"), _ring.ATOMIC_OPS.index("set"))
 _P64 = _ring.code(_ATOMIC, _ring.DTYPES.index("uint64"), _ring.ATOMIC_OPS.index("set"))
 _REQ_BYTES, _ANS_BYTES = 8 * REQ_WORDS, 8 * ANS_WORDS
+_MARKED, _MARK_SHIFT, _PE_SHIFT = _ring.MARKED, _ring.MARK_SHIFT, _ring.PE_SHIFT
+_LOW56 = _ring.LOW56
+_mark = njit(nogil=True, cache=True, _nrt=False)(_ring.mark)
+#: how often a host post reads a slot whose marked words are on their way
+#: from the GPU before it takes it as unpublished
+_MARK_READS = 1 << 20
 
 
 @njit(cache=True, _nrt=False)
 def first_unpublished(words, start):
     """The first ticket from ``start`` on that a ring has not published (a
-    host post's ORDER)."""
+    host post's ORDER): released, or marked whole (``marked_whole``); a slot
+    whose first word carries its ticket's mark is read again until the
+    others do too (they are on their way: the thread writes them together)."""
     ticket = start
-    while words[(ticket % _SLOTS) * _DESC] == ticket + 1:
+    while True:
+        d = (ticket % _SLOTS) * _DESC
+        first = words[d]
+        if first != ticket + 1:
+            if first >= 0 or (first >> _MARK_SHIFT) & 255 != _mark(ticket):
+                return ticket
+            reads = 0
+            while not marked_whole(words, ticket, d):
+                reads += 1
+                if reads == _MARK_READS:
+                    return ticket
+                _fence()
         ticket += 1
-    return ticket
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def marked_whole(words, ticket, d):
+    """Whether every MARKED word of the descriptor at ``d`` carries ticket
+    ``ticket``'s mark (``_ring.marked``)."""
+    m = _mark(ticket)
+    for k in _MARKED:
+        if (words[d + k] >> _MARK_SHIFT) & 255 != m:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def unmarked(words, d):
+    """The fields of the whole marked descriptor at ``d``: code, PE, offset,
+    arg and cond (a put's value)."""
+    first = words[d] & _LOW56
+    return (first & ((1 << _PE_SHIFT) - 1), first >> _PE_SHIFT,
+            (words[d + 1] << 8) >> 8,  # (56 bits, signed)
+            (words[d + 2] & 0xFFFF_FFFF) | (words[d + 3] << 32),
+            (words[d + 6] & 0xFFFF_FFFF) | (words[d + 7] << 32))
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -1117,7 +1157,7 @@ def copy_ahead(s):
         d = slot * _DESC
         code, arg = words[d + 1], words[d + 4]
         source = words[d + ADDR] - ctl[HEAP_BASE]
-        if code & 255 == _PUT_FROM and s.cseg[slot] < 0:
+        if words[d] > 0 and code & 255 == _PUT_FROM and s.cseg[slot] < 0:  # (released)
             if arg <= 0 or arg > PIECE or (code >> 16) & 255 > _FROM_NBI or source < 0 or \
                     source > s.extent[0] - arg:
                 break
@@ -1161,7 +1201,11 @@ def sending(s):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def published(words, ticket):
-    seen = words[(ticket % _SLOTS) * _DESC] == ticket + 1
+    """Whether ``ticket``'s request is in the ring (``words``): released, or
+    marked whole."""
+    d = (ticket % _SLOTS) * _DESC
+    first = words[d]
+    seen = first == ticket + 1 or (first < 0 and marked_whole(words, ticket, d))
     _fence()
     return seen
 
@@ -1210,10 +1254,15 @@ def forward(s, gpu, ticket, run):
         # read against what was kept of its own request)
         return 0
     d = slot * _DESC
-    code, pe, offset, arg, cond = words[d + 1], words[d + 2], words[d + 3], \
-        words[d + 4], words[d + 5]
+    marked = words[d] < 0  # (whole: published)
+    if marked:
+        code, pe, offset, arg, cond = unmarked(words, d)
+    else:
+        code, pe, offset, arg, cond = words[d + 1], words[d + 2], words[d + 3], \
+            words[d + 4], words[d + 5]
     kind = code & 255
     inline = 0
+    value = 0  # (a marked put's, in its COND)
     big = False  # (its data follows as a DATA message)
     window = False  # (its data waits in this PE's window, at cond)
     address = 0
@@ -1268,6 +1317,13 @@ def forward(s, gpu, ticket, run):
         arg = (run - 1) * _CHUNK + last
         big = True
         address = np.int64(ring.ctypes.data) + _STAGING + slot * _CHUNK
+    elif kind == _PUT and marked:  # (its value: up to 8 bytes)
+        if arg <= 0 or arg > 8:
+            s.ctl[FAILED_CALL] = 14
+            return -1
+        inline = arg
+        value = cond
+        cond = 0
     elif kind == _PUT:
         if gpu or words[d + ADDR] == 0:  # staged in the slot
             inline = arg
@@ -1307,7 +1363,9 @@ def forward(s, gpu, ticket, run):
     record[w + 3] = arg
     record[w + 4] = cond
     record[w + 5] = inline
-    if inline:
+    if marked and inline:
+        record[w + REQ_WORDS] = value
+    elif inline:
         start = _STAGING + slot * _CHUNK
         _move(s.pool[b], at + _REQ_BYTES, ring, start, inline)
     s.fill[b] = at + _REQ_BYTES + pad(inline)

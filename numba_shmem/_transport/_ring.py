@@ -8,6 +8,16 @@ slot's FREE word reads ``t`` (the slot's previous request is done with it),
 writes its data into the slot's staging area, the descriptor's fields, and
 last, with a release store, SEQ = ``t + 1``.
 
+A request with nothing staged before it (an element's put, whose value it
+carries, a get, an atomic, a signal) is posted marked instead, with no
+release (a release store at system scope waits for a read over the bus, 1.4
+us on an H200): the thread writes MARKED words in any order, each with the
+ticket's ``mark`` in its top byte (the slot's previous request carried the
+mark before it, or none) and its fields below (``marked``); a put's value
+goes in COND. The proxy takes the descriptor once every one of them carries
+the mark. A released descriptor writes all eight words, so that no word of
+a marked one before it stays.
+
 The proxy thread reads the slots in ticket order: slot ``t % SLOTS`` once its
 SEQ reads ``t + 1``. It copies the request out and, for a request that
 expects no answer, gives the slot to ticket ``t + SLOTS`` at once (FREE). An
@@ -72,6 +82,33 @@ STAGES_FREED = FREED + 8             # one word: the same of the staging tickets
 STAGING = COMPLETE + 128             # SLOTS areas of CHUNK bytes
 assert STAGES_FREED + 8 <= STAGING
 NBYTES = STAGING + SLOTS * CHUNK
+
+#: a marked descriptor's words: CODE | PE << PE_SHIFT; OFFSET (56 bits, signed);
+#: ARG's low and high halves; COND's low and high halves. The released form
+#: never leaves a mark in any of them (its ARG and COND words, which may hold
+#: any bits, are not among them)
+MARKED = (0, 1, 2, 3, 6, 7)
+MARK_SHIFT, PE_SHIFT = 56, 25
+LOW56 = (1 << MARK_SHIFT) - 1
+#: the most a marked OFFSET holds (a larger one goes released)
+MARKED_OFFSET = 1 << 55
+
+
+def mark(ticket):
+    """Ticket ``ticket``'s mark: 0x80 to 0xBF, the slot's lap; never the top
+    byte of a released word (a heap offset, a PE, a code, an address)."""
+    return 0x80 | (ticket // SLOTS) & 0x3F
+
+
+def marked(ticket, code, pe, offset, arg, cond):
+    """The MARKED words of ticket ``ticket``'s marked descriptor (int64s, as
+    the GPU writes them)."""
+    m = mark(ticket) << MARK_SHIFT
+    low, mask = (1 << 32) - 1, (1 << 64) - 1
+    words = (m | code | pe << PE_SHIFT, m | offset & LOW56, m | arg & low, m | arg >> 32 & low,
+             m | cond & low, m | cond >> 32 & low)
+    return [w - (1 << 64) if w & (1 << 63) else w for w in (w & mask for w in words)]
+
 
 #: the CODE word: kind | dtype << 8 | op << 16 | fetch << 24 (PUT_FROM: only
 #: in the GPU's ring; the proxy sends it as a PUT; op FROM_NBI: nobody waits

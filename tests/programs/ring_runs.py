@@ -20,7 +20,16 @@ request whose data is sent from the ring's staging in place. Prints ``ok``.
 6. FREED and STAGES_FREED pass a slot and a staging segment given back out of
    order: the next ticket of the one above came and went back before the one
    below it was back.
+7. Marked requests (a kernel's put of an element, atomics): not taken while
+   one of their words is still on its way, a stale word of the slot's last
+   request included; once whole, applied with their values' and offsets'
+   every bit (a negative value, one above 32 bits, a compare-and-swap's
+   condition), a put's value in the request itself. A host post's
+   ORDER counts a whole marked request as published, and stops at one that
+   is not.
 """
+
+import tempfile
 
 import numpy as np
 from mpi4py import MPI
@@ -36,7 +45,8 @@ gpu = _ring.DeviceRing(np.zeros(_ring.NBYTES, np.uint8), None).memory  # (every 
 HEAP = 8 << 20
 heap = np.zeros(HEAP, np.uint8)
 want = np.zeros(HEAP, np.uint8)
-s = _engine.state(MPIC(comm), 1, host, heap, np.array([HEAP]), -1, -1, gpu)
+lock = tempfile.TemporaryFile()  # (the heap's lock, for atomics)
+s = _engine.state(MPIC(comm), 1, host, heap, np.array([HEAP]), lock.fileno(), -1, gpu)
 s.ctl[_engine.STOP] = 1  # (serve returns once it has nothing left to do)
 s.ctl[_engine.TRACING] = 1
 gw, hw = s.gw, s.hw
@@ -185,4 +195,67 @@ assert (words[FREED], words[STAGES_FREED]) == (0, 0)
 words[FREE], words[STAGE_FREE] = SLOTS, SEGS  # (ticket 0 back)
 _engine.given_back(words)
 assert (words[FREED], words[STAGES_FREED]) == (2, 2), (words[FREED], words[STAGES_FREED])
+
+# 7. marked requests
+def post_marked(code, offset, arg, cond, hold=None):
+    """A kernel's marked request toward PE 0, its MARKED words written in a
+    random order, but for word ``hold`` (an index into MARKED): its address
+    and value, to write later."""
+    t = tickets[0]
+    slot = t % SLOTS
+    assert gw[_ring.FREE // 8 + slot] == t, f"slot {slot} is not free for ticket {t}"
+    words = _ring.marked(t, code, 0, offset, arg, cond)
+    for k in rng.permutation(len(words)):
+        if k != hold:
+            gw[slot * 8 + _ring.MARKED[k]] = words[k]
+    tickets[0] = t + 1
+    return None if hold is None else (slot * 8 + _ring.MARKED[hold], words[hold])
+
+
+def code_of(op, dtype, fetch=0):
+    return _ring.code(_ring.ATOMIC, _ring.DTYPES.index(dtype), _ring.ATOMIC_OPS.index(op), fetch)
+
+
+P = (6 << 20) + 8 * (SLOTS - tickets[0] % SLOTS)  # (a slot whose last request was marked, later)
+value = np.int64(-0x1122334455667788)
+held = post_marked(_ring.code(_ring.PUT), P, 8, int(value), hold=3)  # (ARG's high half)
+assert _engine.drain(s) == 0 and taken() == [], "a marked put was taken before it was whole"
+gw[held[0]] = held[1]
+post_marked(_ring.code(_ring.PUT), P + 8, 4, 0x7FFF_FFF1)
+counter = np.array([2**40 + 3, -5], np.int64)
+heap[P + 16:P + 32] = counter.view(np.uint8)
+post_marked(code_of("add", "uint64"), P + 16, 2**40 + 5, 0)
+post_marked(code_of("compare_swap", "int64", 1), P + 24, -3, -5)  # (cond -5: swaps)
+cas = tickets[0] - 1
+finish()
+assert heap[P:P + 8].view(np.int64)[0] == value, heap[P:P + 8].view(np.int64)
+assert heap[P + 8:P + 12].view(np.int32)[0] == 0x7FFF_FFF1
+assert heap[P + 16:P + 24].view(np.uint64)[0] == 2**41 + 8
+assert heap[P + 24:P + 32].view(np.int64)[0] == -3
+assert gw[_ring.DONE // 8 + cas % SLOTS] == cas + 1 and gw[_ring.ANSWER // 8 + cas % SLOTS] == -5
+# around the ring once more: the slots' words are the released form the loop
+# left (stale), which carries no mark; a host post's ORDER
+for t in range(tickets[0], tickets[0] + SLOTS - 4):  # (as if they had come and gone)
+    gw[_ring.FREE // 8 + t % SLOTS] = t
+    gw[(t % SLOTS) * 8] = t + 1
+tickets[0] += SLOTS - 4
+gw[_ring.COMPLETE // 8] = tickets[0]
+s.ctl[_engine.GPU_NEXT] = tickets[0]
+for t in range(tickets[0] - SLOTS - 4, tickets[0]):
+    gw[_ring.FREE // 8 + t % SLOTS] = t + SLOTS
+start = tickets[0]
+assert _engine.first_unpublished(gw, start) == start
+stale = gw[(start % SLOTS) * 8:(start % SLOTS) * 8 + 8].copy()
+for hold in range(len(_ring.MARKED)):
+    tickets[0] = start
+    gw[(start % SLOTS) * 8:(start % SLOTS) * 8 + 8] = stale
+    held = post_marked(_ring.code(_ring.PUT), P + 40, 8, -1, hold=hold)
+    assert not _engine.marked_whole(gw, start, (start % SLOTS) * 8), hold
+    assert _engine.first_unpublished(gw, start) == start, hold
+gw[held[0]] = held[1]
+post_marked(_ring.code(_ring.PUT), P + 48, 8, 2**63 - 1)
+assert _engine.first_unpublished(gw, start) == start + 2
+finish()
+assert (heap[P + 40:P + 56].view(np.int64) == [-1, 2**63 - 1]).all()
+assert [t for _, t in taken()][-2:] == [start, start + 1]
 print("ok")
