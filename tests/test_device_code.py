@@ -97,9 +97,8 @@ def test_the_proxy_applies_every_atomic_and_signal_with_a_kernel_that_assembles(
                         "    @%p1 bra $NEXT;\n    st.volatile.u64 [%rd13+32], %rd5;") == 2
     assert "atom.relaxed.sys.cas.b32 %r3, [%rd1], %r2, %r1;" in source  # cond, then value
     assert "atom.relaxed.sys.add.f64 %fd3, [%rd1], %fd1;" in source
-    # (signals: releases at GPU scope, not at system scope, a read over the bus each)
-    assert "red.release.gpu.max.u64 [%rd1], %rd2;" in source
-    assert "st.release.gpu.b64 [%rd1], %rd2;" in source and ".release.sys.b64" not in source
+    assert "red.release.sys.max.u64 [%rd1], %rd2;" in source
+    assert "st.release.sys.b64 [%rd1], %rd2;" in source
     ptxas = shutil.which("ptxas")
     if ptxas is None:
         pytest.skip("no ptxas on PATH to assemble the module")

@@ -49,14 +49,14 @@ _OPS = {
     "or": "atom.relaxed.sys.or.b{W} {res}, [%rd1], {val};",
     "xor": "atom.relaxed.sys.xor.b{W} {res}, [%rd1], {val};",
 }
-#: a signal is a release at GPU scope: what its thread wrote before it (the
-#: records before it; data that a copy on the stream landed before) is in this
-#: GPU's memory, which whoever acquires the signal (a kernel on this GPU, a
-#: peer GPU, the host) reads through this GPU; one at system scope would wait
-#: for a read over the bus first (1.4 us on an H200, on every signal's way)
-_SIGNALS = {0: "st.release.gpu.b64 [%rd1], %rd2;",  # SIGNAL_SET
-            1: "red.release.gpu.add.u64 [%rd1], %rd2;",  # SIGNAL_ADD
-            _ring.SIGNAL_MAX: "red.release.gpu.max.u64 [%rd1], %rd2;"}
+#: a signal is a release at system scope: the thread that applies it runs in
+#: the proxy's own context, and whoever acquires it may be a kernel of another
+#: process, a peer GPU or the host (which may cache this GPU's memory on a
+#: coherent platform); one at GPU scope is faster (about 0.5 us on an H200,
+#: benchmarks/target_poll.py) but not, in PTX's memory model, a release to them
+_SIGNALS = {0: "st.release.sys.b64 [%rd1], %rd2;",  # SIGNAL_SET
+            1: "red.release.sys.add.u64 [%rd1], %rd2;",  # SIGNAL_ADD
+            _ring.SIGNAL_MAX: "red.release.sys.max.u64 [%rd1], %rd2;"}
 
 
 def _ops(dtype):
