@@ -530,30 +530,20 @@ _REQ_BYTES, _ANS_BYTES = 8 * REQ_WORDS, 8 * ANS_WORDS
 _MARKED, _MARK_SHIFT, _PE_SHIFT = _ring.MARKED, _ring.MARK_SHIFT, _ring.PE_SHIFT
 _LOW56 = _ring.LOW56
 _mark = njit(nogil=True, cache=True, _nrt=False)(_ring.mark)
-#: how often a host post reads a slot whose marked words are on their way
-#: from the GPU before it takes it as unpublished
-_MARK_READS = 1 << 20
 
 
 @njit(cache=True, _nrt=False)
 def first_unpublished(words, start):
     """The first ticket from ``start`` on that a ring has not published (a
-    host post's ORDER): released, or marked whole (``marked_whole``); a slot
-    whose first word carries its ticket's mark is read again until the
-    others do too (they are on their way: the thread writes them together)."""
+    host post's ORDER): released, or marked whole (``marked_whole``). One
+    whose words are still on their way is not published yet: no
+    synchronization the host could have seen has completed it."""
     ticket = start
     while True:
         d = (ticket % _SLOTS) * _DESC
         first = words[d]
-        if first != ticket + 1:
-            if first >= 0 or (first >> _MARK_SHIFT) & 255 != _mark(ticket):
-                return ticket
-            reads = 0
-            while not marked_whole(words, ticket, d):
-                reads += 1
-                if reads == _MARK_READS:
-                    return ticket
-                _fence()
+        if first != ticket + 1 and not (first < 0 and marked_whole(words, ticket, d)):
+            return ticket
         ticket += 1
 
 
