@@ -131,3 +131,12 @@ def test_the_resident_kernels_host_side_posts_each_batch_once_and_sees_it_stop()
     result = python("service_handshake.py", env={**os.environ, "NUMBA_ENABLE_CUDASIM": "0"},
                     timeout=300)
     assert result.stdout.split() == ["ok"], result.stdout + result.stderr
+
+
+def test_a_marked_descriptor_decodes_to_what_the_kernel_posted():
+    """The source a kernel posts a marked request with, run as Python, against
+    the proxy's decoding of it, every field to every bit
+    (tests/programs/marked_words.py, property-tested)."""
+    result = python("marked_words.py", env={"NUMBA_SHMEM_BACKEND": "cuda"}, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "ok"
