@@ -53,8 +53,10 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
         source = (f"def impl({params}):\n{check}{setup}{ends}    start = {start}\n"
                   f"    stride = {stride}\n{copy}{sync}")
     if signal:
-        # the block's or warp's data is written (synchronized above), or
-        # posted: the signalling thread's release orders it before the signal
+        # the block's or warp's data is written (synchronized above): the
+        # signalling thread's release orders it before the signal; or posted
+        # into the ring, on tickets before the signal's (the proxy sends in
+        # ticket order)
         source += (f"    if {leader}:\n"
                    "        if _far(pe):\n"
                    + _indent(_far_signal("sig", "value", "sig_op", "pe"), 3) +
