@@ -539,12 +539,9 @@ def first_unpublished(words, start):
     whose words are still on their way is not published yet: no
     synchronization the host could have seen has completed it."""
     ticket = start
-    while True:
-        d = (ticket % _SLOTS) * _DESC
-        first = words[d]
-        if first != ticket + 1 and not (first < 0 and marked_whole(words, ticket, d)):
-            return ticket
+    while published(words, ticket):
         ticket += 1
+    return ticket
 
 
 @njit(nogil=True, cache=True, _nrt=False)
