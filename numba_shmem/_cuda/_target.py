@@ -609,16 +609,21 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         return target(address, like), codegen
 
     @njit
+    def counts():
+        """The Target's counts (COUNTS int64, at ``counts_at``)."""
+        return carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)
+
+    @njit
     def unlanded(flag):
         """Record (the third count) whether writes asked of the stream may not
         have landed yet."""
-        carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)[2] = flag
+        counts()[2] = flag
 
     @njit
     def asked(flag):
         """Record (the fourth count) whether the stream may have work left:
         set by each call that gives it some, cleared once it is seen idle."""
-        carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)[3] = flag
+        counts()[3] = flag
 
     @njit
     def seen_idle():
@@ -630,7 +635,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     @njit
     def idle():
         """Whether the stream has no work left (asked only when it may)."""
-        if carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)[3] == 0:
+        if counts()[3] == 0:
             return True
         if query(stream) != 0:
             return False
@@ -679,7 +684,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
                 _fence()  # (the old values are read after it)
                 return 0
             if not wait:
-                looks = carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)
+                looks = counts()
                 looks[4] += 1
                 if looks[4] % 4096 != 0:
                     return -1
@@ -818,7 +823,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
     @cfunc(types.int32(types.uint64, types.int64))
     def apply(address, n):
         records = carray(pointer(address, np.int64(0)), (n, PEND_WORDS))
-        counts = carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)
+        tally = counts()
         rc = caught_up(True)  # (what follows goes after the kernel's batches)
         if rc != 0:
             return rc
@@ -826,29 +831,29 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
                 and idle()):
             if not in_heap(records, n):
                 return _INVALID_VALUE
-            counts[1] += 1
+            tally[1] += 1
             post(records, n)
             # (complete once settled says so; a fetch, or a batch whose records
             # the kernel reads where the next batch goes, once it returns)
             if n > SERVICE_INLINE or fetches(records, n):
                 return caught_up(True)
             return 0
-        memops = memops_at != 0 and n < launch_min and as_memops(records, n, counts[2] != 0)
+        memops = memops_at != 0 and n < launch_min and as_memops(records, n, tally[2] != 0)
         if memops:
             # (the driver takes the operations in at the call: the records and
             # the operations may be reused at once; complete once settled says so)
-            counts[0] += 1
+            tally[0] += 1
             asked(1)
             for i in range(n):  # (its writes land once settled says so)
                 if memop(records[i, 1]) < 2:
-                    counts[2] = 1
+                    tally[2] = 1
             rc = 0
             for first in range(0, n, MEMOP_CALL):  # (one call takes fewer than 256)
                 if rc == 0:
                     rc = batch(stream, min(MEMOP_CALL, n - first),
                                memops_at + 8 * MEMOP_WORDS * first, 0)
             return rc
-        counts[1] += 1
+        tally[1] += 1
         carray(pointer(np.uint64(count_at), np.int64(0)), 1)[0] = n
         return synchronized(launch(function, 1, 1, 1, 1, 1, 1, 0, stream, params, 0))
 
@@ -857,7 +862,7 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         rc = caught_up(False)
         if rc != 0:
             return rc
-        if carray(pointer(np.uint64(counts_at), np.int64(0)), COUNTS)[3] == 0:
+        if counts()[3] == 0:
             return 0  # (the stream was given no work since it was seen idle)
         rc = query(stream)
         if rc == 0:
