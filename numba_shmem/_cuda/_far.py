@@ -84,18 +84,16 @@ def _publish_marked(code, pe, arg, cond):
             f"_store_word(desc, m_mark | ({code}) | ({pe}) << RING_PE_SHIFT)\n")
 
 
-def _post_marked(code, pe, offset, arg="0", cond="0", stage=""):
+def _post_marked(code, pe, offset, arg="0", cond="0"):
     """Source: post one request that stages nothing before it, marked (no
     release: a request's order after the thread's earlier stores is
-    ``fence``'s to give, as on the direct path); released where its offset
-    does not fit a marked word (``stage``: the released form's data, a put's
-    value, from ``cond``). Leaves ``t``, ``slot``, ``ring`` and ``stage_at``."""
+    ``fence``'s to give, as on the direct path). An offset beyond what a
+    marked word holds (no heap's) goes as the nearest it holds: the target
+    refuses it all the same. Leaves ``t``, ``slot``, ``ring`` and
+    ``stage_at``."""
     return (_claim() + "stage_at = ring + RING_STAGING + slot * RING_CHUNK\n"
-            f"m_off = {offset}\n"
-            "if m_off >= -RING_MARKED_OFFSET and m_off < RING_MARKED_OFFSET:\n"
-            + _indent(_publish_marked(code, pe, arg, cond), 1) + "else:\n"
-            + _indent(stage + _publish(code, pe, "m_off", arg, cond="0" if stage else cond),
-                      1))
+            f"m_off = min(max({offset}, -RING_MARKED_OFFSET), RING_MARKED_OFFSET - 1)\n"
+            + _publish_marked(code, pe, arg, cond))
 
 
 def _post(code, pe, offset, arg="0", cond="0", stage=""):
@@ -271,8 +269,7 @@ def _far_chunks(put, smallest, scope):
                  "while k < total:\n"
                  "    _copy1(_addr(m_bytes) + k, near_at + k)\n"
                  "    k += 1\n"
-                 + _post_marked("RING_PUT", "pe", "far_at", "total", "m_bytes[0]",
-                                stage=_serial_copy("stage_at", "near_at", "total", smallest)))
+                 + _post_marked("RING_PUT", "pe", "far_at", "total", "m_bytes[0]"))
         return "if total > 0 and total <= 8:\n" + _indent(small, 1) + "else:\n" + _indent(loop, 1)
     # The group takes one ticket for each chunk at once, so that the ring holds
     # the chunks in order (the target joins their copies into one), whichever
@@ -344,10 +341,8 @@ def _far_element(name, array, at, pe, put, value=None, result="v"):
     put (``value``) to or got (into ``result``) from PE ``pe``."""
     offset = f"{at} - _heap_base()"
     if put:  # (the value in COND)
-        return ("m_value = " + value + "\n"
-                + _post_marked("RING_PUT", pe, offset, f"{array}.itemsize",
-                               f"_bits({array}, m_value)",
-                               stage=f"_store_relaxed(stage_at, {array}, m_value)\n"))
+        return _post_marked("RING_PUT", pe, offset, f"{array}.itemsize",
+                            f"_bits({array}, {value})")
     return (_post_marked("RING_GET", pe, offset, f"{array}.itemsize") + _ANSWER
             + f"{result} = _load_relaxed({array}, stage_at)\n" + _GIVE_BACK)
 
@@ -357,6 +352,6 @@ def _far_namespace():
     is a constant false and the path to other nodes folds away
     (``_proxied.compiled_in``)."""
     return {**_proxied.namespace(), "_heap_base": _heap_base, "_heap_size": _heap_size,
-            "_addr": _addr,
+            "_addr": _addr, "max": max,
             "_store_relaxed": _store_relaxed, "_load_relaxed": _load_relaxed, "_trap": _trap,
             "min": min, "cuda": cuda, "_int64": types.int64}

@@ -90,7 +90,8 @@ NBYTES = STAGING + SLOTS * CHUNK
 MARKED = (0, 1, 2, 3, 6, 7)
 MARK_SHIFT, PE_SHIFT = 56, 25
 LOW56 = (1 << MARK_SHIFT) - 1
-#: the most a marked OFFSET holds (a larger one goes released)
+#: the most a marked OFFSET holds (a larger one, no heap's, goes as the nearest
+#: it holds: the target refuses it all the same)
 MARKED_OFFSET = 1 << 55
 
 
