@@ -82,7 +82,43 @@ def serve_ptx(name, scope):
             "    ret;\n}\n")
 
 
+def rolling_ptx(name, reads, copies, pause):
+    """serve(inbox, flag, n) as ``serve_ptx`` (flag released at system scope),
+    but with ``reads`` reads of the mailbox in flight, started ``pause`` ns
+    (asked of nanosleep) apart: each is looked at once it has landed and
+    started again at once, so they stay apart and a post is seen about a
+    read's latency / ``reads`` sooner. ``copies``: read ``reads`` copies of
+    the mailbox (a line apart each; the host writes them all), else the one."""
+    regs = range(reads)
+    start = "".join(f"    ld.relaxed.sys.u64 %rd{20 + j}, [%rd{30 + j}];\n"
+                    + (f"    nanosleep.u32 {pause};\n" if j < reads - 1 else "")
+                    for j in regs)
+    look = "".join(
+        f"    cvt.u32.u64 %r5, %rd{20 + j};\n"
+        "    shfl.sync.idx.b32 %r6, %r5, 0, 31, 0xffffffff;\n"
+        "    setp.ge.u32 %p1, %r6, %r7;\n    and.pred %p2, %p1, %p4;\n"
+        "    cvt.u64.u32 %rd11, %r7;\n    @%p2 st.release.sys.u64 [%rd2], %rd11;\n"
+        "    @%p1 add.u32 %r7, %r7, 1;\n"
+        f"    ld.relaxed.sys.u64 %rd{20 + j}, [%rd{30 + j}];\n" for j in regs)
+    where = "".join(f"    add.u64 %rd{30 + j}, %rd9, {8 * LINE_WORDS * j if copies else 0};\n"
+                    for j in regs)
+    return (f".visible .entry {name}(.param .u64 p0, .param .u64 p1, .param .u64 p2)\n{{\n"
+            "    .reg .b64 %rd<48>;\n    .reg .pred %p<8>;\n    .reg .b32 %r<16>;\n"
+            "    ld.param.u64 %rd1, [p0];\n    ld.param.u64 %rd2, [p1];\n"
+            "    ld.param.u64 %rd3, [p2];\n    cvt.u32.u64 %r8, %rd3;\n"
+            "    mov.u32 %r4, %tid.x;\n    setp.eq.u32 %p4, %r4, 0;\n"
+            "    mul.wide.u32 %rd9, %r4, 8;\n    add.u64 %rd9, %rd9, %rd1;\n"
+            + where + "    mov.u32 %r7, 1;\n" + start +
+            "$LOOP:\n" + look +
+            "    setp.le.u32 %p3, %r7, %r8;\n    @%p3 bra $LOOP;\n    ret;\n}\n")
+
+
 SCOPES = {"serve_sys": "sys", "serve_gpu": "gpu"}
+#: the mailbox's copies for the rolling reads start here, LINE_WORDS words apart
+COPIES, LINE_WORDS = 128, 32
+#: rolling readers: name -> (reads in flight, copies, nanosleep asked between starts)
+ROLLING = {"roll2_copies": (2, True, 256), "roll4_copies": (4, True, 128),
+           "roll4_same": (4, False, 128), "roll8_copies": (8, True, 64)}
 #: naps(out, ns): 1000 nanosleeps of ``ns`` asked; the ns they took in all
 #: (the global timer) into ``out``
 NAPS = (".visible .entry naps(.param .u64 p0, .param .u64 p1)\n{\n"
@@ -95,7 +131,8 @@ NAPS = (".visible .entry naps(.param .u64 p0, .param .u64 p1)\n{\n"
         "    mov.u64 %rd4, %globaltimer;\n    sub.u64 %rd5, %rd4, %rd3;\n"
         "    st.u64 [%rd1], %rd5;\n    ret;\n}\n")
 PTX = (".version 7.0\n.target sm_70\n.address_size 64\n\n" + echo_ptx() + NAPS
-       + "".join(serve_ptx(name, scope) for name, scope in SCOPES.items())).encode()
+       + "".join(serve_ptx(name, scope) for name, scope in SCOPES.items())
+       + "".join(rolling_ptx(name, *how) for name, how in ROLLING.items())).encode()
 
 
 def check(result):
@@ -119,12 +156,15 @@ _gettime = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)(
 
 
 @njit(nogil=True)
-def trips(words, gettime, clock, rounds, wait_at, out):
-    """Write 1..rounds into the mailbox, each once the last was answered (at
-    ``wait_at``): each round trip's ns into ``out``; False on a 1 s stall."""
+def trips(words, gettime, clock, rounds, wait_at, out, copies=0):
+    """Write 1..rounds into the mailbox (and its ``copies`` copies, at COPIES),
+    each once the last was answered (at ``wait_at``): each round trip's ns
+    into ``out``; False on a 1 s stall."""
     for i in range(1, rounds + 1):
         gettime(1, clock.ctypes.data)
         t0 = clock[0] * 1_000_000_000 + clock[1]
+        for j in range(copies):
+            words[COPIES + LINE_WORDS * j] = i
         words[INBOX] = i
         while True:
             gettime(1, clock.ctypes.data)
@@ -154,7 +194,7 @@ def main():
     on_gpu = int(check(cu.cuMemHostGetDevicePointer(host, 0)))
     module = check(cu.cuModuleLoadData(PTX))
     kernels = {k: check(cu.cuModuleGetFunction(module, k.encode()))
-               for k in ("echo", "naps", *SCOPES)}
+               for k in ("echo", "naps", *SCOPES, *ROLLING)}
     flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
     app, service = check(cu.cuStreamCreate(flags)), check(cu.cuStreamCreate(flags))
     out = np.zeros(args.rounds, np.int64)
@@ -184,6 +224,32 @@ def main():
             rows.append(row)
             print(f"flag released at {scope}, {answer:32s}: "
                   "median {1} us ({0}-{2})".format(*row["round_trip_us"]), flush=True)
+    for serve, (reads, copies, pause) in ROLLING.items():  # (eight stores, no fence)
+        check(cu.cuMemsetD8(flag, 0, 8))
+        check(cu.cuCtxSynchronize())
+        words[:] = 0
+        launch(kernels["echo"], app, 1, flag, on_gpu + 8 * ECHO, args.rounds,
+               on_gpu + 8 * ABORT, 2)
+        at = on_gpu + 8 * (COPIES if copies else INBOX)
+        launch(kernels[serve], service, 32, at, flag, args.rounds)
+        ok = trips(words, _gettime, _clock, args.rounds, ECHO + 7, out,
+                   reads if copies else 0)
+        if not ok:
+            words[ABORT] = 1
+            words[COPIES:COPIES + LINE_WORDS * reads:LINE_WORDS] = args.rounds + 1
+            words[INBOX] = args.rounds + 1
+        check(cu.cuCtxSynchronize())
+        if not ok:
+            raise SystemExit(f"{serve}: no answer within 1 s")
+        us = np.sort(out[args.rounds // 10:]) / 1e3
+        row = {"flag released at": "sys", "answer": ANSWERS[2], "reads_in_flight": reads,
+               "copies": copies, "pause_ns": pause,
+               "round_trip_us": [round(float(us[int(q * (len(us) - 1))]), 2)
+                                 for q in (0.1, 0.5, 0.9)]}
+        rows.append(row)
+        print(f"{reads} reads in flight ({'a copy each' if copies else 'one word'}, started"
+              f" {pause} ns apart), {ANSWERS[2]}: "
+              "median {1} us ({0}-{2})".format(*row["round_trip_us"]), flush=True)
     print(f"{name}, {args.rounds} rounds, the 10th, 50th and 90th percentile of the last 90%")
     naps = {}
     for asked in (32, 256, 1000):  # (what a wait's back-off asks, and more)
