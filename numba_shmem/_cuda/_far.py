@@ -8,7 +8,7 @@ from .. import _device_api as api
 from . import _proxied
 from ._primitives import _addr, _heap_base, _heap_size, _load_relaxed, _store_relaxed, _trap
 from ._source import (
-    _BACKOFF, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _copy_source, _indent, _widest,
+    _BACKOFF, _BACKOFF_START, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _copy_source, _indent, _widest,
 )
 
 
@@ -22,7 +22,7 @@ from ._source import (
 
 def _spin(condition):
     """Source: wait, with the waits' back-off, while ``condition`` holds."""
-    return f"polls = 0\npause = 32\nwhile {condition}:\n" + _indent(_BACKOFF, 1)
+    return _BACKOFF_START + f"while {condition}:\n" + _indent(_BACKOFF, 1)
 
 
 def _free_wait(ticket, copy, keep, freed, waits, count):

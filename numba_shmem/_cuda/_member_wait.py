@@ -15,12 +15,13 @@ import functools
 
 from numba.cuda.extending import intrinsic
 
-from ._source import _BACKOFF, _compile_source, _debug_timeout, _indent, _spin_namespace
+from ._source import (
+    _BACKOFF, _BACKOFF_START, _compile_source, _debug_timeout, _indent, _spin_namespace,
+)
 from ._primitives import _addr, _load_acquire, _stop_for
 
 _SOURCE = """def impl(word, mark, gone, pe):
-    polls = 0
-    pause = 32
+BACKOFF_START
     start = _now() if DEBUG else 0
     while True:
         seen = _load_acquire(word, _addr(word))
@@ -43,7 +44,8 @@ BACKOFF
 
 @functools.cache
 def _implementation(debug, timeout_ns):
-    source = _SOURCE.replace("BACKOFF\n", _indent(_BACKOFF, 2))
+    source = _SOURCE.replace("BACKOFF_START\n", _indent(_BACKOFF_START, 1)).replace(
+        "BACKOFF\n", _indent(_BACKOFF, 2))
     return _compile_source(source, {**_spin_namespace(debug, timeout_ns),
                                     "_load_acquire": _load_acquire, "_addr": _addr,
                                     "_stop_for": _stop_for})

@@ -59,20 +59,33 @@ def _compile_source(source, namespace=None):
 # -- spin-waits: the back-off every wait loop shares ----------------------------------
 
 _POLLS_BEFORE_SLEEP = 64
+#: a wait that has polled this long (ns, from its POLLS-th poll) starts to sleep:
+#: a request's round trip to another node (10-20 us on an H200) is seen at the
+#: poll that could see it, not at the end of a nap (up to 0.5 us; a wait that
+#: slept after 64 polls cost a p's round trip about 1 us, benchmarks/proxy.py)
+_SPIN_NS = 50_000
 #: a wait for a member looks at the member's departure word once every this many
 #: polls (a power of two, above _POLLS_BEFORE_SLEEP: never in the first, fast ones)
 _GONE_POLLS = 256
 _MAX_SLEEP_NS = 256
 
-#: One more poll of a spin-wait: after POLLS polls, sleep, doubling up to MAX_SLEEP,
-#: and stop the kernel if this PE has left the job (it exits: nobody is coming),
-#: which it looks at once every GONE_POLLS polls: the word is in mapped host
-#: memory, and a read over the bus (1.3 us on an H200) at every poll would slow
-#: each poll as much
+#: A spin-wait's state, before its loop (``pause`` 0: not sleeping yet)
+_BACKOFF_START = "polls = 0\npause = 0\nspun_from = 0\n"
+#: One more poll of a spin-wait: after POLLS polls, note the time; past SPIN_NS
+#: from then (looked at every 16th poll), sleep, from 32 ns doubling up to
+#: MAX_SLEEP; and stop the kernel if this PE has left the job (it exits: nobody
+#: is coming), which it looks at once every GONE_POLLS polls: the word is in
+#: mapped host memory, and a read over the bus (1.3 us on an H200) at every poll
+#: would slow each poll as much
 _BACKOFF = """polls += 1
 if polls > POLLS:
-    _nanosleep(pause)
-    pause = min(pause * 2, MAX_SLEEP)
+    if pause != 0:
+        _nanosleep(pause)
+        pause = min(pause * 2, MAX_SLEEP)
+    elif polls == POLLS + 1:
+        spun_from = _now()
+    elif polls % 16 == 0 and _now() - spun_from > SPIN_NS:
+        pause = 32
     if polls % GONE_POLLS == 0 and _left():
         if DEBUG:
             print('numba-shmem: PE', _my_pe(), 'left the job while this kernel waited')
@@ -86,6 +99,7 @@ def _spin_namespace(debug, timeout_ns):
     return {"_now": _now, "_nanosleep": _nanosleep, "_trap": _trap, "_my_pe": my_pe,
             "_left": _left, "GONE_POLLS": _GONE_POLLS,
             "DEBUG": debug, "TIMEOUT": timeout_ns, "POLLS": _POLLS_BEFORE_SLEEP,
+            "SPIN_NS": _SPIN_NS,
             "MAX_SLEEP": _MAX_SLEEP_NS, "min": min}
 
 

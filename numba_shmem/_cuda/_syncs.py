@@ -6,8 +6,8 @@ from ._primitives import (
     _quiet, _stop_for, _team_entry,
 )
 from ._source import (
-    _BACKOFF, _compile_source, _debug_timeout, _departures_offset, _factory, _indent, _inline,
-    _register, _SCOPE, _spin_namespace,
+    _BACKOFF, _BACKOFF_START, _compile_source, _debug_timeout, _departures_offset, _factory,
+    _indent, _inline, _register, _SCOPE, _spin_namespace,
 )
 
 
@@ -44,8 +44,7 @@ POST_EPOCH
             _publish_epoch(_peer_of(base + 8 * me, member, NAME), epoch)
     start = _now() if DEBUG else 0
     for j in range(size):
-        polls = 0
-        pause = 32
+BACKOFF_START
         while _load_u64(base + 8 * j) < epoch:
 BACKOFF
             # a member that left without finalize set its departure word here;
@@ -75,6 +74,7 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
     post = _post("RING_SIGNAL_MAX", "member", "base + 8 * me - _heap_base()", "epoch")
     body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team).replace(
         "DEPARTED", _departures_offset("n")).replace(
+        "BACKOFF_START\n", _indent(_BACKOFF_START, 2)).replace(
         "BACKOFF\n", _indent(_BACKOFF, 3)).replace("POST_EPOCH\n", _indent(post, 3)).replace(
         "FENCE\n", _indent(_RING_QUIET, 1) + "    _quiet()\n" if complete else "    _fence()\n")
     if team == "0":

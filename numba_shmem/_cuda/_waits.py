@@ -2,8 +2,8 @@
 
 from ._primitives import _addr, _compare, _load_acquire, _valid_cmp
 from ._source import (
-    _BACKOFF, _compile_source, _debug_timeout, _factory, _indent, _inline, _register,
-    _spin_namespace,
+    _BACKOFF, _BACKOFF_START, _compile_source, _debug_timeout, _factory, _indent, _inline,
+    _register, _spin_namespace,
 )
 
 
@@ -21,8 +21,7 @@ def _wait_source(name, params, result):
         "                  'which is not one of shmem.CMP_EQ, CMP_NE, CMP_GT, CMP_LE, CMP_LT, "
         "CMP_GE')\n"
         "        _trap()\n"
-        "    polls = 0\n"
-        "    pause = 32\n"
+        f"{_indent(_BACKOFF_START, 1)}"
         "    start = _now() if DEBUG else 0\n"
         "    while True:\n"
         f"{result}"
