@@ -140,3 +140,13 @@ def test_a_marked_descriptor_decodes_to_what_the_kernel_posted():
     result = python("marked_words.py", env={"NUMBA_SHMEM_BACKEND": "cuda"}, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_a_wait_spins_then_naps_and_looks_whether_its_pe_left():
+    """The waits' back-off, its source run as Python against a fake clock: no
+    nap within the first polls or the spin's time, naps doubling up to their
+    most, the leaving flag looked at every so many polls and only there
+    (tests/programs/backoff_plan.py, property-tested)."""
+    result = python("backoff_plan.py", env={"NUMBA_SHMEM_BACKEND": "cuda"}, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "ok"
