@@ -59,10 +59,11 @@ def _compile_source(source, namespace=None):
 # -- spin-waits: the back-off every wait loop shares ----------------------------------
 
 _POLLS_BEFORE_SLEEP = 64
-#: a wait that has polled this long (ns, from its POLLS-th poll) starts to sleep:
-#: a request's round trip to another node (10-20 us on an H200) is seen at the
-#: poll that could see it, not at the end of a nap (up to 0.5 us; a wait that
-#: slept after 64 polls cost a p's round trip about 1 us, benchmarks/proxy.py)
+#: a wait that has polled this long (ns, from the poll after its first POLLS)
+#: starts to sleep: a request's round trip to another node (10-20 us on an H200)
+#: is seen at the poll that could see it, not at the end of a nap (a p's round
+#: trip across emulated nodes, benchmarks/proxy.py on an H200: 12.3-13.2 us,
+#: against 16.0 where waits slept from their 65th poll)
 _SPIN_NS = 50_000
 #: a wait for a member looks at the member's departure word once every this many
 #: polls (a power of two, above _POLLS_BEFORE_SLEEP: never in the first, fast ones)
