@@ -6,8 +6,9 @@ host memory, and the host sees the answer. Each row changes one thing: the scope
 of the warp's release of the flag (system, as a release must be where its
 readers may be elsewhere; GPU) and how the kernel answers (one release store;
 six stores and a release store, as a request's descriptor; eight stores with
-no fence, as a marked descriptor). No proxy, no
-MPI: the GPU and one host thread, compiled.
+no fence, as a marked descriptor); the last rows keep 2, 4 or 8 reads of the
+mailbox in flight instead of one. No proxy, no MPI: the GPU and one host
+thread, compiled.
 
     python benchmarks/target_poll.py [--rounds 4000] [--json out.json]
 """
