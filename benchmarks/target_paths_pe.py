@@ -94,10 +94,12 @@ def check(result):
     return values[0] if len(values) == 1 else values
 
 
-def launch(function, stream, *args):
+def launch(function, stream, *args, threads=1):
+    """Launch ``function`` on ``stream``: one block of ``threads``, its
+    parameters ``args`` (each a uint64)."""
     values = [ctypes.c_uint64(a) for a in args]
     pointers = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-    check(cu.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream,
+    check(cu.cuLaunchKernel(function, 1, 1, 1, threads, 1, 1, 0, stream,
                             ctypes.addressof(pointers), 0))
 
 

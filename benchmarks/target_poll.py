@@ -26,6 +26,8 @@ import numpy as np  # noqa: E402
 from cuda.bindings import driver as cu  # noqa: E402
 from numba import njit  # noqa: E402
 
+from target_paths_pe import check, launch  # noqa: E402
+
 #: word indices in the mapped host page, a line (16 words) apart
 INBOX, ECHO, ABORT = 0, 32, 64
 #: echo modes: one release store; six stores and a release (a descriptor);
@@ -61,19 +63,25 @@ def echo_ptx():
             "    @%p5 bra $NEXT;\n$END:\n    ret;\n}\n")
 
 
+def _serve_head(name, registers):
+    """The entry of a serve(inbox, flag, n) kernel, up to its loop: each
+    thread's mailbox word at %rd9, the flag at %rd2, n in %r8, lane 0 in %p4,
+    the round awaited (1) in %r7; ``registers`` 64-bit registers."""
+    return (f".visible .entry {name}(.param .u64 p0, .param .u64 p1, .param .u64 p2)\n{{\n"
+            f"    .reg .b64 %rd<{registers}>;\n    .reg .pred %p<8>;\n    .reg .b32 %r<16>;\n"
+            "    ld.param.u64 %rd1, [p0];\n    ld.param.u64 %rd2, [p1];\n"
+            "    ld.param.u64 %rd3, [p2];\n    cvt.u32.u64 %r8, %rd3;\n"
+            "    mov.u32 %r4, %tid.x;\n    setp.eq.u32 %p4, %r4, 0;\n"
+            "    mul.wide.u32 %rd9, %r4, 8;\n    add.u64 %rd9, %rd9, %rd1;\n")
+
+
 def serve_ptx(name, scope):
     """serve(inbox, flag, n): one warp; each thread reads its word of the
     mailbox (``inbox``, mapped host memory) relaxed, one read at a time, as
     the proxy's resident warp does; once the first word (as lane 0 read it)
     reaches i, lane 0 writes it to ``flag`` with a release at ``scope`` (as
     the warp applies a signal), for i in 1..n."""
-    return (f".visible .entry {name}(.param .u64 p0, .param .u64 p1, .param .u64 p2)\n{{\n"
-            "    .reg .b64 %rd<16>;\n    .reg .pred %p<8>;\n    .reg .b32 %r<16>;\n"
-            "    ld.param.u64 %rd1, [p0];\n    ld.param.u64 %rd2, [p1];\n"
-            "    ld.param.u64 %rd3, [p2];\n    cvt.u32.u64 %r8, %rd3;\n"
-            "    mov.u32 %r4, %tid.x;\n    setp.eq.u32 %p4, %r4, 0;\n"
-            "    mul.wide.u32 %rd9, %r4, 8;\n    add.u64 %rd9, %rd9, %rd1;\n"
-            "    mov.u32 %r7, 1;\n"
+    return (_serve_head(name, 16) + "    mov.u32 %r7, 1;\n"
             "$LOOP:\n    ld.relaxed.sys.u64 %rd5, [%rd9];\n    cvt.u32.u64 %r5, %rd5;\n"
             "    shfl.sync.idx.b32 %r6, %r5, 0, 31, 0xffffffff;\n"
             "    setp.lt.u32 %p1, %r6, %r7;\n    @%p1 bra $LOOP;\n"
@@ -103,13 +111,7 @@ def rolling_ptx(name, reads, copies, pause):
         f"    ld.relaxed.sys.u64 %rd{20 + j}, [%rd{30 + j}];\n" for j in regs)
     where = "".join(f"    add.u64 %rd{30 + j}, %rd9, {8 * LINE_WORDS * j if copies else 0};\n"
                     for j in regs)
-    return (f".visible .entry {name}(.param .u64 p0, .param .u64 p1, .param .u64 p2)\n{{\n"
-            "    .reg .b64 %rd<48>;\n    .reg .pred %p<8>;\n    .reg .b32 %r<16>;\n"
-            "    ld.param.u64 %rd1, [p0];\n    ld.param.u64 %rd2, [p1];\n"
-            "    ld.param.u64 %rd3, [p2];\n    cvt.u32.u64 %r8, %rd3;\n"
-            "    mov.u32 %r4, %tid.x;\n    setp.eq.u32 %p4, %r4, 0;\n"
-            "    mul.wide.u32 %rd9, %r4, 8;\n    add.u64 %rd9, %rd9, %rd1;\n"
-            + where + "    mov.u32 %r7, 1;\n" + start +
+    return (_serve_head(name, 48) + where + "    mov.u32 %r7, 1;\n" + start +
             "$LOOP:\n" + look +
             "    setp.le.u32 %p3, %r7, %r8;\n    @%p3 bra $LOOP;\n    ret;\n}\n")
 
@@ -134,21 +136,6 @@ NAPS = (".visible .entry naps(.param .u64 p0, .param .u64 p1)\n{\n"
 PTX = (".version 7.0\n.target sm_70\n.address_size 64\n\n" + echo_ptx() + NAPS
        + "".join(serve_ptx(name, scope) for name, scope in SCOPES.items())
        + "".join(rolling_ptx(name, *how) for name, how in ROLLING.items())).encode()
-
-
-def check(result):
-    """The values of a cuda.bindings call, or an error naming its status."""
-    status, *values = result
-    if status != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"CUDA call failed: {status}")
-    return values[0] if len(values) == 1 else values
-
-
-def launch(function, stream, threads, *args):
-    values = [ctypes.c_uint64(a) for a in args]
-    pointers = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-    check(cu.cuLaunchKernel(function, 1, 1, 1, threads, 1, 1, 0, stream,
-                            ctypes.addressof(pointers), 0))
 
 
 _clock = np.zeros(2, np.int64)
@@ -202,51 +189,42 @@ def main():
     rows = []
     words[ECHO] = 1
     trips(words, _gettime, _clock, 1, ECHO, out)  # (compiled before the timing; no kernel yet)
+
+    def round_trips(serve, mode, copies, what):
+        """The 10th, 50th and 90th percentile of the round trips (us) with the
+        warp ``serve`` (reading ``copies`` copies of the mailbox, or none but
+        the one) and the kernel answering in ``mode``."""
+        check(cu.cuMemsetD8(flag, 0, 8))
+        check(cu.cuCtxSynchronize())
+        words[:] = 0
+        launch(kernels["echo"], app, flag, on_gpu + 8 * ECHO, args.rounds,
+               on_gpu + 8 * ABORT, mode)
+        at = on_gpu + 8 * (COPIES if copies else INBOX)
+        launch(kernels[serve], service, at, flag, args.rounds, threads=32)
+        ok = trips(words, _gettime, _clock, args.rounds, ECHO + (7 if mode == 2 else 0), out,
+                   copies)
+        if not ok:
+            words[ABORT] = 1
+            words[COPIES:COPIES + LINE_WORDS * copies:LINE_WORDS] = args.rounds + 1
+            words[INBOX] = args.rounds + 1  # (the warp ends)
+        check(cu.cuCtxSynchronize())
+        if not ok:
+            raise SystemExit(f"{what}: no answer within 1 s")
+        us = np.sort(out[args.rounds // 10:]) / 1e3  # (the first tenth: warming)
+        return [round(float(us[int(q * (len(us) - 1))]), 2) for q in (0.1, 0.5, 0.9)]
+
     for serve, scope in SCOPES.items():
         for mode, answer in enumerate(ANSWERS):
-            check(cu.cuMemsetD8(flag, 0, 8))
-            check(cu.cuCtxSynchronize())
-            words[:] = 0
-            launch(kernels["echo"], app, 1, flag, on_gpu + 8 * ECHO, args.rounds,
-                   on_gpu + 8 * ABORT, mode)
-            launch(kernels[serve], service, 32, on_gpu + 8 * INBOX, flag, args.rounds)
-            ok = trips(words, _gettime, _clock, args.rounds,
-                       ECHO + (7 if mode == 2 else 0), out)
-            if not ok:
-                words[ABORT] = 1
-                words[INBOX] = args.rounds + 1  # (the warp ends)
-            check(cu.cuCtxSynchronize())
-            if not ok:
-                raise SystemExit(f"release at {scope}, {answer}: no answer within 1 s")
-            us = np.sort(out[args.rounds // 10:]) / 1e3  # (the first tenth: warming)
             row = {"flag released at": scope, "answer": answer,
-                   "round_trip_us": [round(float(us[int(q * (len(us) - 1))]), 2)
-                                     for q in (0.1, 0.5, 0.9)]}
+                   "round_trip_us": round_trips(serve, mode, 0,
+                                                f"release at {scope}, {answer}")}
             rows.append(row)
             print(f"flag released at {scope}, {answer:32s}: "
                   "median {1} us ({0}-{2})".format(*row["round_trip_us"]), flush=True)
     for serve, (reads, copies, pause) in ROLLING.items():  # (eight stores, no fence)
-        check(cu.cuMemsetD8(flag, 0, 8))
-        check(cu.cuCtxSynchronize())
-        words[:] = 0
-        launch(kernels["echo"], app, 1, flag, on_gpu + 8 * ECHO, args.rounds,
-               on_gpu + 8 * ABORT, 2)
-        at = on_gpu + 8 * (COPIES if copies else INBOX)
-        launch(kernels[serve], service, 32, at, flag, args.rounds)
-        ok = trips(words, _gettime, _clock, args.rounds, ECHO + 7, out,
-                   reads if copies else 0)
-        if not ok:
-            words[ABORT] = 1
-            words[COPIES:COPIES + LINE_WORDS * reads:LINE_WORDS] = args.rounds + 1
-            words[INBOX] = args.rounds + 1
-        check(cu.cuCtxSynchronize())
-        if not ok:
-            raise SystemExit(f"{serve}: no answer within 1 s")
-        us = np.sort(out[args.rounds // 10:]) / 1e3
         row = {"flag released at": "sys", "answer": ANSWERS[2], "reads_in_flight": reads,
                "copies": copies, "pause_ns": pause,
-               "round_trip_us": [round(float(us[int(q * (len(us) - 1))]), 2)
-                                 for q in (0.1, 0.5, 0.9)]}
+               "round_trip_us": round_trips(serve, 2, reads if copies else 0, serve)}
         rows.append(row)
         print(f"{reads} reads in flight ({'a copy each' if copies else 'one word'}, started"
               f" {pause} ns apart), {ANSWERS[2]}: "
@@ -254,7 +232,7 @@ def main():
     print(f"{name}, {args.rounds} rounds, the 10th, 50th and 90th percentile of the last 90%")
     naps = {}
     for asked in (32, 256, 1000):  # (what a wait's back-off asks, and more)
-        launch(kernels["naps"], app, 1, on_gpu + 8 * ABORT, asked)
+        launch(kernels["naps"], app, on_gpu + 8 * ABORT, asked)
         check(cu.cuCtxSynchronize())
         naps[asked] = int(words[ABORT]) / 1000
     print("a nanosleep takes, asked 32 / 256 / 1000 ns: "
