@@ -173,7 +173,7 @@ class CompiledProxy:
                   f" data staged through host memory; {heap}", file=sys.stderr, flush=True)
 
     def _expose(self):
-        """The loop's out segments, allocated by MPI as a window of this PE
+        """The loop's out units, allocated by MPI as a window of this PE
         that the others' proxies read with MPI_Rget (one copy where PEs share
         a host, the network's RDMA read where the MPI has one), in a
         passive-target epoch as long as the proxy: (its handle, its memory)."""

@@ -28,7 +28,7 @@ Messages, on the proxies' own communicator:
   of one PE): one record for all, its data sent from the ring's staging,
   whose slots are given back once MPI has sent it. And so is a GPU's PUT_FROM
   (a put whose data stays in the GPU's heap): the loop copies its data out
-  into a segment of pinned host memory (``Target.copy_out``), answers the
+  into pinned host memory (``Target.copy_out``), answers the
   posting thread DONE (its source may be written again; a non-blocking
   one's slot is given back instead), and sends it.
 - ANS: a batch of answer records, four int64 each (rid, status, value, inline
@@ -83,8 +83,8 @@ DATA_SENDS = BUFFERS * FOLLOW_MAX
 #: target still lands the whole chunks before it (each was a request of its own)
 FOLLOWS = 1 << 32
 RUN = 1 << 33
-#: a put whose data waits in the origin's window (``OUT_SEGS`` segments its
-#: proxy exposes to the others with MPI_Win_allocate): its record's cond word
+#: a put whose data waits in the origin's window (the out units its proxy
+#: exposes to the others with MPI_Win_allocate): its record's cond word
 #: says where, and the target fetches it with MPI_Rget (one copy, which the
 #: target's loop drives, where a DATA message moves between processes of one
 #: host only while both loops call MPI, in two copies)
@@ -124,21 +124,29 @@ RECV_MAX = 4
 FETCHERS = 2
 FETCH_SPIN_NS = 200_000
 POSTED, FETCHED, FETCH_FAILED = 1, 2, 3
-#: a GPU's PUT_FROM request is copied out of its heap into one of this many
-#: PIECE-byte segments of pinned host memory, and sent from there (the
-#: segment is written again once MPI has sent it; where the segments are a
-#: window, once the put is answered, which takes longer: twice as many as one
-#: call keeps in the ring)
+#: a GPU's PUT_FROM request is copied out of its heap into pinned host memory
+#: of OUT_SEGS * PIECE bytes (twice the pieces one call keeps in the ring), in
+#: units of OUT_UNIT bytes: a piece takes as many consecutive units as it
+#: needs, and is sent from there (its units are taken again once MPI has sent
+#: it; where they are a window, once the put is answered, which takes longer).
+#: Pieces smaller than PIECE are then more in flight at once (128 of 64 KiB):
+#: a piece's way (copied out, fetched, copied in, answered) takes 100 us and
+#: more on the H200, most of it the copies' latency (20 us each under MPS),
+#: which the pieces in flight share
 OUT_SEGS = 2 * _ring.AHEAD
+OUT_UNIT = 64 << 10
+OUT_UNITS = OUT_SEGS * PIECE // OUT_UNIT
 #: a PUT_FROM's copy out is asked as soon as the loop sees it published
-#: (``copy_ahead``, ahead of the tickets it forwards, in order, while a
-#: segment is free) and marked (the mark of MARK_OUT + its segment); the
+#: (``copy_ahead``, ahead of the tickets it forwards, in order, while units
+#: are free for it) and marked (the mark of MARK_OUT + its first unit); the
 #: piece is forwarded, and its thread told (DONE, or the slot given back; a
 #: staged put's staging segment too), once the mark has passed: each copy
 #: runs while the loop forwards those before it and the GPU's threads post
 #: the next (waiting for each cost 12-15 us a piece of 64 KiB on the H200,
-#: and once a drain left one piece a drain). ``cseg``: by slot, the segment
-#: its copy goes to (-1: none asked), ``cbegan`` when it was asked
+#: and once a drain left one piece a drain). ``cseg``: by slot, the first
+#: unit its copy goes to (-1: none asked), ``cbegan`` when it was asked;
+#: ``ostate``: by unit, how many units a piece took from it (at its first),
+#: -1 (another of a piece's), or 0 (free)
 
 #: words of a host descriptor beyond the GPU ring's (ADDR: the caller's
 #: memory, or for PUT_FROM the GPU's)
@@ -210,14 +218,14 @@ DEFER_MAX = 1024
 #: ``settled`` to say so): once requests have waited CHECK_NS with no mark
 #: after them, the loop marks how far the work asked has come (``mark`` of
 #: LAND_SEGS + k, CHECKS of them at once) and answers the requests deferred
-#: before a mark once it has passed (``passed``); the window's segments of
+#: before a mark once it has passed (``passed``); the window's units of
 #: the origin and a quiet there do not wait for the end of a stream of puts
 CHECKS = 4
 CHECK_NS = 20_000
 #: the marks of a Target: a landing segment's (below LAND_SEGS), then settle's,
-#: then from MARK_OUT an out segment's copy's
+#: then from MARK_OUT a copy out's (by its first unit)
 MARK_OUT = LAND_SEGS + CHECKS
-MARKS = MARK_OUT + OUT_SEGS
+MARKS = MARK_OUT + OUT_UNITS
 #: a put to a GPU's heap of at most this many bytes, in whole aligned words of
 #: 4 or 8 bytes (``p`` included), waits there too, as atomic sets of its words
 #: (one record each): no copy of its own (a copy from the proxy's context can
@@ -234,7 +242,7 @@ TRACE_WORDS, TRACE_RECORDS = 4, 1 << 16
 #: its FAILED_CALL number); an answer queued (rid, origin PE); an answer taken
 #: at the origin (rid, target PE); a put's data received at its target (rid,
 #: bytes); a DATA message's send done (the ring ticket it came from, -1 for
-#: an answer's; then a run's length, -(segment + 1) for a PUT_FROM's, or 0)
+#: an answer's; then a run's length, -(first unit + 1) for a PUT_FROM's, or 0)
 TAKEN, SENT_BATCH, RECEIVED, CALLED, ANSWERED, ANSWER_TAKEN, LANDED, DATA_SENT = range(1, 9)
 EVENTS = {TAKEN: "taken", SENT_BATCH: "sent", RECEIVED: "received", CALLED: "target call",
           ANSWERED: "answered", ANSWER_TAKEN: "answer taken", LANDED: "data landed",
@@ -300,7 +308,7 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None,
     while the loop sleeps (SLEEPING), ``gpu`` the GPU's ring (or None);
     ``target`` a ``Target`` where the heap is a GPU's (``heap`` is then not
     used), else None; ``window``: (its MPI_Win handle, its memory: OUT_SEGS *
-    PIECE uint8), the out segments exposed to the other PEs, or None (a
+    PIECE uint8), the out units exposed to the other PEs, or None (a
     PUT_FROM's data is then sent)."""
     assert host.size == HOST_NBYTES and mpic.request_bytes <= 8
     ctl = np.zeros(CONTROL_WORDS, np.int64)
@@ -362,7 +370,7 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None,
         fflag=np.zeros((FETCHERS, 2), np.int32), fclock=np.zeros((FETCHERS, 2), np.int64),
         ftimeout=np.zeros((FETCHERS, 2), np.int64), fbuf=np.zeros((FETCHERS, 4), np.int32),
         out=out,
-        ostate=np.zeros(OUT_SEGS, np.int64), cseg=np.full(_ring.SLOTS, -1, np.int64),
+        ostate=np.zeros(OUT_UNITS, np.int64), cseg=np.full(_ring.SLOTS, -1, np.int64),
         cbegan=np.zeros(_ring.SLOTS, np.int64), heap=heap,
         extent=extent, refusals=np.zeros((MAX_REFUSALS, REFUSAL_WORDS), np.int64),
         trace=np.zeros((TRACE_RECORDS, TRACE_WORDS), np.int64))
@@ -1086,7 +1094,7 @@ def data_queued(s):
 def reap(s):
     """Free what MPI is done sending (a host put sent from its caller's
     memory is then done with it: DONE; a run of the GPU's chunks gives its
-    slots back: FREE; a PUT_FROM its segment); how many, or -1 if MPI failed."""
+    slots back: FREE; a PUT_FROM its units); how many, or -1 if MPI failed."""
     freed = 0
     left = s.ctl[IN_FLIGHT]
     for b in range(BUFFERS):
@@ -1120,8 +1128,8 @@ def reap(s):
                     _fence()
                     for t in range(ticket, ticket + run):
                         s.gw[_FREE_AT + t % _SLOTS] = t + _SLOTS
-                elif run < 0:  # (a PUT_FROM's segment)
-                    s.ostate[-run - 1] = 0
+                elif run < 0:  # (a PUT_FROM's units)
+                    give_out(s, -run - 1)
                 elif ticket >= 0:
                     _fence()
                     s.hw[_DONE_AT + ticket % _SLOTS] = ticket + 1
@@ -1130,11 +1138,35 @@ def reap(s):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
+def take_out(s, nbytes):
+    """Take the first run of free out units that holds ``nbytes``: its first
+    unit, or -1 where none is free."""
+    need = (nbytes + OUT_UNIT - 1) // OUT_UNIT
+    free = 0
+    for u in range(OUT_UNITS):
+        free = free + 1 if s.ostate[u] == 0 else 0
+        if free == need:
+            first = u + 1 - need
+            s.ostate[first] = need
+            for k in range(first + 1, u + 1):
+                s.ostate[k] = -1
+            return first
+    return -1
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def give_out(s, first):
+    """Give back the out units of the piece that took ``first`` on."""
+    for k in range(first, first + s.ostate[first]):
+        s.ostate[k] = 0
+
+
+@njit(nogil=True, cache=True, _nrt=False)
 def copy_ahead(s):
     """Ask the copies out of the GPU's PUT_FROM requests published from
-    COPY_NEXT on, in ticket order, each into a free segment, and mark each
+    COPY_NEXT on, in ticket order, each into free units, and mark each
     (``forward`` sends its piece once the mark has passed); up to the first
-    one no segment is free for, or that ``forward`` refuses or stops at as it
+    one no units are free for, or that ``forward`` refuses or stops at as it
     reads now (it decides once it gets there: the heap may have grown, or
     shrunk again, meanwhile). False if the target failed."""
     ctl, words = s.ctl, s.gw
@@ -1148,19 +1180,14 @@ def copy_ahead(s):
             if arg <= 0 or arg > PIECE or (code >> 16) & 255 > _FROM_NBI or source < 0 or \
                     source > s.extent[0] - arg:
                 break
-            seg = -1
-            for k in range(OUT_SEGS):
-                if s.ostate[k] == 0:
-                    seg = k
-                    break
+            seg = take_out(s, arg)
             if seg < 0:
                 break
             s.cbegan[slot] = now_ns(s)
             if target_failed(s, s.copy_out(_arg(s.copy_out, 0, np.int64(s.out.ctypes.data)
-                                                + seg * PIECE), words[d + ADDR], arg, 0), 11) \
-                    or target_failed(s, s.mark(MARK_OUT + seg), 11):
+                                                + seg * OUT_UNIT), words[d + ADDR], arg, 0),
+                             11) or target_failed(s, s.mark(MARK_OUT + seg), 11):
                 return False
-            s.ostate[seg] = 1
             s.cseg[slot] = seg
             ctl[COPIES] += 1
         t += 1
@@ -1172,12 +1199,12 @@ def copy_ahead(s):
 def sending(s):
     """Whether the loop holds work not yet done: batches or data being sent,
     answers deferred, data being received, or (its targets may still read
-    them) window segments whose puts are not answered."""
+    them) window units whose puts are not answered."""
     if s.ctl[OPEN] + s.ctl[IN_FLIGHT] + s.ctl[DATA_IN_FLIGHT] + s.ctl[DEFERRED] + \
             s.ctl[RECV_COUNT] != 0:
         return True
     if s.ctl[WIN] != 0:
-        for k in range(OUT_SEGS):
+        for k in range(OUT_UNITS):
             if s.ostate[k] != 0:
                 return True
     return False
@@ -1273,8 +1300,8 @@ def forward(s, gpu, ticket, run):
         source = words[d + ADDR] - s.ctl[HEAP_BASE]
         if source < 0 or source > s.extent[0] - arg:  # (refused here, answered at once)
             refused(s, ticket * 2 + 1, pe, _PUT, offset, arg, SOURCE, s.extent[0])
-            if s.cseg[slot] >= 0:  # (asked while the heap was larger: the segment back,
-                s.ostate[s.cseg[slot]] = 0  # a later copy into it comes after this one)
+            if s.cseg[slot] >= 0:  # (asked while the heap was larger: the units back,
+                give_out(s, s.cseg[slot])  # a later copy into them comes after this one)
                 s.cseg[slot] = -1
                 s.ctl[COPIES] -= 1
             _fence()
@@ -1285,7 +1312,7 @@ def forward(s, gpu, ticket, run):
             answered(words, outstanding, ticket, 1)
             return 1
         seg = s.cseg[slot]
-        if seg < 0:  # (no segment was free: copy_ahead asks it once one is)
+        if seg < 0:  # (no units were free: copy_ahead asks it once they are)
             s.ctl[COPY_NEXT] = min(s.ctl[COPY_NEXT], ticket)
             return 0
         rc = s.passed(MARK_OUT + seg)
@@ -1297,8 +1324,8 @@ def forward(s, gpu, ticket, run):
         kind = _PUT
         window = s.ctl[WIN] != 0
         big = not window
-        address = np.int64(s.out.ctypes.data) + seg * PIECE
-        cond = seg * PIECE if window else 0  # (where it waits; not the staging ticket)
+        address = np.int64(s.out.ctypes.data) + seg * OUT_UNIT
+        cond = seg * OUT_UNIT if window else 0  # (where it waits; not the staging ticket)
     elif kind == _PUT and run > 1:  # from the ring's staging, in place
         last = words[((ticket + run - 1) % _SLOTS) * _DESC + 4]
         arg = (run - 1) * _CHUNK + last
@@ -1359,7 +1386,7 @@ def forward(s, gpu, ticket, run):
     for t in range(ticket, ticket + run):
         outstanding[t % _SLOTS] = t + 1
     kept[slot, 0], kept[slot, 1], kept[slot, 2], kept[slot, 3] = code, pe, offset, arg
-    # (a window's segment is free once the put is answered)
+    # (a window's units are free once the put is answered)
     kept[slot, 4] = words[d + ADDR] if not gpu else seg + 1 if window else 0
     kept[slot, 5] = run
     if s.ctl[TRACING]:
@@ -1369,7 +1396,7 @@ def forward(s, gpu, ticket, run):
         s.follows[b, n, 0] = address
         s.follows[b, n, 1] = arg
         s.follows[b, n, 2] = ticket
-        # (once sent: a run's slots are free, a PUT_FROM's segment)
+        # (once sent: a run's slots are free, a PUT_FROM's units)
         s.follows[b, n, 3] = -(seg + 1) if seg >= 0 else run if gpu else 0
         s.nfollow[b] = n + 1
     elif not fetches(code) and seg < 0:
@@ -1735,7 +1762,7 @@ def take_answers(s, inbox, nbytes, source):
         code, asked = kept[slot, 0], kept[slot, 3]
         kind = code & 255
         if gpu and kind == _PUT and kept[slot, 4] > 0:  # (its data fetched from the window)
-            s.ostate[kept[slot, 4] - 1] = 0
+            give_out(s, kept[slot, 4] - 1)
         if kind == _GET:
             start = _STAGING + slot * _CHUNK
             if reason != 0:

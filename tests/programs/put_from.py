@@ -1,17 +1,17 @@
 """Drive the proxy loop (_transport/_engine.py) by hand, one PE sending to
 itself, its heap reached through a Target's functions as a GPU's is: a
 kernel's PUT_FROM requests (a put whose data stays in the GPU's heap) are
-copied out into the loop's segments, answered DONE once copied (the source
+copied out into the loop's out units, answered DONE once copied (the source
 may then change), and sent. Prints ``ok``.
 
-1. A put of two requests more than the loop has segments (the last one
-   half a piece): the loop asks the copies out of as many as it has
-   segments at once, ahead of forwarding them; it announces none and
+1. A put of two requests of PIECE bytes more than the loop's out units hold
+   (the last one half a piece): the loop asks the copies out of as many as
+   they hold at once, ahead of forwarding them; it announces none and
    answers none DONE before its copy is done (the mark after it passed), and
-   takes the rest once MPI has sent a segment's; the source written again
+   takes the rest once MPI has sent a piece's; the source written again
    after DONE leaves the heap as the put found it. The target's copies out
    are done only at its second ``settled`` or ``passed`` after them, as a
-   GPU's may be: data sent before then would be the segment's old bytes.
+   GPU's may be: data sent before then would be the units' old bytes.
 2. A chunk put staged in its slot after them, over the same bytes, lands
    after them (program order).
 3. A PUT_FROM whose source is not all in the heap's mapped part is refused
@@ -25,30 +25,38 @@ may then change), and sent. Prints ``ok``.
    reason and the driver's error, before DONE and before anything is sent.
 7. MPI failing while a copy out runs (the loop tests the sends before it
    meanwhile: its turns go on) stops the loop with MPI's reason, before DONE.
-8. With the segments a window (MPI_Win_allocate), the pieces of step 1
+8. With the out units a window (MPI_Win_allocate), the pieces of step 1
    travel as WINDOW records and no DATA message: the target fetches each
-   from the window, and a segment is taken again only once its put is
+   from the window, and units are taken again only once their put is
    answered (not once its batch is sent); the source written again after
    DONE leaves the heap as the puts found it. A piece the target refuses
-   frees its segment once answered; non-blocking pieces land from the
-   window. MPI_Win_sync failing stops the loop with its reason, before DONE
-   and before the piece is announced.
+   frees its units once answered; non-blocking pieces land from the
+   window. Pieces of one unit: as many in flight as there are units, each
+   in its own, and a piece of PIECE bytes after them once units are free.
+   MPI_Win_sync failing stops the loop with its reason, before DONE and
+   before the piece is announced.
 9. Staged puts (a group's blocking put copied into a staging segment of the
    heap first): non-blocking PUT_FROMs whose COND is the staging ticket + 1;
    the loop gives the staging segment back (STAGE_FREE) with the slot once
    the copy out is done, not before, and once refused; the data lands; the
    ring's FREED and STAGES_FREED words pass every ticket given back.
 10. The heap's extent changing between a copy asked ahead and the piece's
-   turn: shrunk past its source, the piece is refused and its segment freed
+   turn: shrunk past its source, the piece is refused and its units freed
    (no copy left counted: the loop stops when told to); a piece whose
    source is past the extent stops the copies asked ahead (those after it
    wait for it), and once the heap has grown it is copied and lands.
+11. The out units' allocator against a model (first fit of consecutive
+   free units), over random sequences of pieces taken and given back in any
+   order (hypothesis): the same units, never two pieces in one.
 """
 
+import collections
 import ctypes
 import tempfile
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mpi4py import MPI
 
 from numba import carray, cfunc, njit, types
@@ -70,7 +78,7 @@ bytes_at = _FUNCTIONS["bytes_at"]
 # the copies asked (then dst, src, n each, from word 8), where to look when
 # they are done (a word of the GPU ring: what it held then goes into word 2),
 # settled calls while one waited, copies done
-LATER_MAX = 2 * _engine.OUT_SEGS
+LATER_MAX = _engine.OUT_UNITS
 later = np.zeros(8 + 3 * LATER_MAX, np.int64)
 LATER = later.ctypes.data
 
@@ -182,7 +190,7 @@ assert [done(first + k) for k in range(SEGS + 2)] == [True] * SEGS + [False] * 2
 assert later[4] == SEGS and later[3] == 2, later
 source[:SEGS * PIECE] = 0  # (written again: the heap keeps what was put)
 want[SOURCE_AT:SOURCE_AT + SEGS * PIECE] = 0
-assert (s.ostate == 1).all()
+assert (s.ostate != 0).all()  # (every unit: the pieces fill them)
 
 # 2. a chunk put staged in its slot, over the same bytes, after them
 t = post(_ring.code(_ring.PUT), 4096 + (SEGS + 1) * PIECE, 100)
@@ -191,7 +199,7 @@ gpu[stage:stage + 100] = 77
 want[4096 + (SEGS + 1) * PIECE:4096 + (SEGS + 1) * PIECE + 100] = 77
 finish()
 assert all(done(first + k) for k in range(SEGS + 2))
-assert (s.ostate == 0).all(), "a segment stayed taken once sent"
+assert (s.ostate == 0).all(), "units stayed taken once sent"
 wrong = int((heap != want).sum())
 assert wrong == 0, f"{wrong} bytes of the heap differ from what the puts left"
 assert later[4] == SEGS + 2, later
@@ -325,7 +333,7 @@ want[4096:4096 + total] = source[:total]
 assert drains() == _engine.OUT_SEGS and _engine.flush(s)
 assert [done(k) for k in range(SEGS + 2)] == [True] * SEGS + [False] * 2
 assert s.ctl[_engine.DATA_IN_FLIGHT] == 0 and _engine.reap(s) >= 0
-assert (s.ostate == 1).all(), "a window's segment was taken again before its put was answered"
+assert (s.ostate != 0).all(), "a window's units were taken again before its put was answered"
 source[:SEGS * PIECE] = 0
 want[SOURCE_AT:SOURCE_AT + SEGS * PIECE] = 0
 finish()
@@ -350,6 +358,27 @@ assert [gw[_ring.FREE // 8 + t % SLOTS] for t in tickets] == [t + SLOTS for t in
 want[8192:8192 + 3 * PIECE] = source[:3 * PIECE]
 finish()
 assert (heap == want).all() and (s.ostate == 0).all(), "a non-blocking put from a window"
+# pieces of one unit: OUT_UNITS of them copied out at once (not OUT_SEGS),
+# each into a unit of its own; the two after them, and a piece of PIECE
+# bytes (its units in a row), once units are free again
+UNIT, UNITS = _engine.OUT_UNIT, _engine.OUT_UNITS
+small = UNITS + 2
+total = small * UNIT + PIECE
+source[:total] = rng.integers(0, 256, total, dtype=np.uint8)
+want[SOURCE_AT:SOURCE_AT + total] = source[:total]
+tickets = [post(_ring.code(_ring.PUT_FROM), 4096 + k * UNIT, UNIT, source.ctypes.data + k * UNIT)
+           for k in range(small)]
+tickets.append(post(_ring.code(_ring.PUT_FROM), 4096 + small * UNIT, PIECE,
+                    source.ctypes.data + small * UNIT))
+assert _engine.drain(s) == 0 and later[0] == UNITS, later  # (asked together, not yet done)
+out = s.out.ctypes.data
+assert sorted(later[8:8 + 3 * UNITS:3]) == [out + k * UNIT for k in range(UNITS)], \
+    "two pieces were copied out into one unit"
+want[4096:4096 + total] = source[:total]
+finish()
+assert all(done(t) for t in tickets) and (s.ostate == 0).all()
+wrong = int((heap != want).sum())
+assert wrong == 0, f"{wrong} bytes of the heap differ from what pieces of one unit left"
 # MPI_Win_sync failing once the piece is copied out: the loop stops with its
 # reason, before DONE and before the piece's record is sent
 t = post(_ring.code(_ring.PUT_FROM), 4096, CHUNK * 4, source.ctypes.data)
@@ -411,7 +440,7 @@ s.extent[0] = SOURCE_AT  # (its source now past the heap's end)
 refusals = s.ctl[_engine.REFUSED]
 assert drains() == 1 and s.ctl[_engine.REFUSED] == refusals + 1 and done(t)
 assert s.ctl[_engine.COPIES] == 0 and (s.ostate == 0).all() and s.cseg[t % SLOTS] == -1, \
-    "a refused piece kept the segment its copy was asked into"
+    "a refused piece kept the units its copy was asked into"
 finish()
 assert _engine.serve(s) == 0  # (STOP: nothing left to do, no copy counted)
 # a piece past the extent, then puts that fit: no copy asked past it
@@ -433,4 +462,46 @@ finish()
 assert done(far) and all(done(t) for t in after)
 wrong = int((heap != want).sum())
 assert wrong == 0, f"{wrong} bytes of the heap differ after the extent changed"
+
+
+# 11. the out units against a model
+Units = collections.namedtuple("Units", ["ostate"])
+
+
+def model_take(held, need):
+    """First fit: the first unit of ``need`` free ones in a row, or -1."""
+    taken = np.zeros(UNITS, bool)
+    for first, n in held.items():
+        taken[first:first + n] = True
+    run = 0
+    for u in range(UNITS):
+        run = 0 if taken[u] else run + 1
+        if run == need:
+            return u + 1 - need
+    return -1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, PIECE), st.integers(0, 1 << 30)),
+                max_size=60))
+def test_units(steps):
+    units, held = Units(np.zeros(UNITS, np.int64)), {}
+    for take, nbytes, which in steps:
+        if take or not held:
+            need = -(-nbytes // UNIT)
+            first = _engine.take_out(units, nbytes)
+            assert first == model_take(held, need), (first, held, need)
+            if first >= 0:
+                held[first] = need
+        else:
+            first = sorted(held)[which % len(held)]
+            _engine.give_out(units, first)
+            del held[first]
+        state = np.zeros(UNITS, np.int64)
+        for first, n in held.items():
+            state[first], state[first + 1:first + n] = n, -1
+        assert (units.ostate == state).all(), (units.ostate, held)
+
+
+test_units()
 print("ok")
