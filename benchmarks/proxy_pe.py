@@ -206,26 +206,44 @@ def put_stages(traces):
     """Where a window of large puts (PUT_FROM pieces, copied out of PE 0's heap)
     goes, from both proxies' traces (one clock): per piece, the median us of
     its copy out of the GPU (from the copy asked to the piece forwarded once
-    it is done: the loop's other work meanwhile included), from its taking to its data landed at PE 1
-    (the batch through MPI, then its data fetched from PE 0's window, or its
-    DATA message received, behind the pieces before it), from
-    landed to answered (its copy into PE 1's heap and all the work asked
-    before it done), and between two pieces taken (how often one goes); none
-    where the puts staged their chunks in the ring instead."""
+    it is done: the loop's other work meanwhile included); from its taking to
+    its data landed at PE 1 (the batch through MPI, then its data fetched
+    from PE 0's window, or its DATA message received, behind the pieces
+    before it), and of that, where fetched, from the fetch's post to its
+    begin (a fetcher's or the loop's own: how many the loop took) and the
+    fetch itself; the first piece's taking to landed; from landed to
+    answered (its copy into PE 1's heap and all the work asked before it
+    done); and between two pieces taken (how often one goes). None where the
+    puts staged their chunks in the ring instead."""
     origin, target = traces[0].tolist(), traces[1].tolist()
     copies = [a / 1e3 for event, a, call, _at in origin  # (call 11: CALLS[11], the copy out)
               if event == _engine.CALLED and call == 11]
     if not copies:  # (no PUT_FROM: the puts staged their chunks in the ring)
         return []
-    taken = {rid: at for event, rid, _b, at in origin if event == _engine.TAKEN}
-    landed = {rid: at for event, rid, _b, at in target if event == _engine.LANDED}
-    answered = {rid: at for event, rid, _b, at in target if event == _engine.ANSWERED}
-    moved = [(landed[rid] - at) / 1e3 for rid, at in taken.items() if rid in landed]
-    applied = [(answered[rid] - at) / 1e3 for rid, at in landed.items() if rid in answered]
-    every = np.diff(sorted(at for rid, at in taken.items() if rid in landed)) / 1e3
+
+    def at(events, kind):
+        return {rid: (b, when) for event, rid, b, when in events if event == kind}
+    taken = {rid: when for rid, (_b, when) in at(origin, _engine.TAKEN).items()}
+    landed = {rid: when for rid, (_b, when) in at(target, _engine.LANDED).items()}
+    answered = {rid: when for rid, (_b, when) in at(target, _engine.ANSWERED).items()}
+    began, ended = at(target, _engine.FETCH_BEGAN), at(target, _engine.FETCH_ENDED)
+    moved = [(landed[rid] - when) / 1e3 for rid, when in taken.items() if rid in landed]
+    first = [(landed[rid] - when) / 1e3 for rid, when in sorted(taken.items(),
+                                                                 key=lambda item: item[1])
+             if rid in landed][:1]
+    waited = [wait / 1e3 for wait, _when in ended.values()]
+    fetches = [(when - began[rid][1]) / 1e3 for rid, (_wait, when) in ended.items()
+               if rid in began]
+    by_loop = sum(who < 0 for who, _when in began.values())
+    applied = [(answered[rid] - when) / 1e3 for rid, when in landed.items() if rid in answered]
+    every = np.diff(sorted(when for rid, when in taken.items() if rid in landed)) / 1e3
     return [(name, float(np.median(span)), len(span))
             for name, span in (("copy out of the GPU (asked -> its piece forwarded)", copies),
                                ("taken -> its data landed at the target", moved),
+                               (f"of it, the fetch posted -> begun ({by_loop} of {len(began)} "
+                                "by the loop, the others by a fetcher)", waited),
+                               ("the fetch (MPI_Rget)", fetches),
+                               ("the first piece taken -> landed", first),
                                ("landed -> answered (its copy in and the work before done)",
                                 applied),
                                ("one piece taken every", every)) if len(span)]

@@ -119,10 +119,16 @@ RECV_MAX = 4
 #: two at once the copy into the GPU bounds the path. The receive at k goes
 #: to fetcher k % FETCHERS (``fstate[k]``: POSTED, then FETCHED, or
 #: FETCH_FAILED with MPI's error in ``frc[k]``); a fetcher with nothing to do
-#: for FETCH_SPIN_NS sleeps in ``ppoll`` on its pipe, which the loop writes
-#: a byte into when it posts it one
+#: for FETCH_SPIN ns (a control word) naps in ``ppoll`` on its pipe, up to
+#: FETCH_NAP ns. While it naps the loop fetches its pieces itself and writes a
+#: byte into the pipe, once a nap (``fnaps`` counts its naps, ``fwoken`` holds
+#: the last one woken): on the H200 the first piece of a window posted to
+#: napping fetchers landed 43-172 us after its batch arrived, the next ones
+#: 3-8 us apart. ``fwhen[k]``: while tracing, when the fetch at k was posted,
+#: began and ended (ns)
 FETCHERS = 2
 FETCH_SPIN_NS = 200_000
+FETCH_NAP_NS = 1_000_000_000
 POSTED, FETCHED, FETCH_FAILED = 1, 2, 3
 #: a GPU's PUT_FROM request is copied out of its heap into pinned host memory
 #: of OUT_SEGS * PIECE bytes (twice the pieces one call keeps in the ring), in
@@ -179,16 +185,18 @@ HOST_NBYTES = STATUS + 8 * _ring.SLOTS
 #: takes meanwhile); CHECK_HEAD and CHECK_COUNT the marks of ``settle`` not
 #: yet passed (``checked``: how many of the deferred requests each covers),
 #: CHECK_SINCE when the loop first saw deferred requests that no mark covers
-#: (0: none); FETCHING how many fetchers run, FETCH_STOP tells them to stop;
-#: COPIES the copies out asked whose pieces are not yet forwarded, COPY_NEXT
-#: the GPU's next ticket ``copy_ahead`` looks at
+#: (0: none); FETCHING how many fetchers run, FETCH_STOP tells them to stop,
+#: FETCH_SPIN how long they spin before they nap and FETCH_NAP the longest
+#: nap (ns: FETCH_SPIN_NS, FETCH_NAP_NS); COPIES
+#: the copies out asked whose pieces are not yet forwarded, COPY_NEXT the
+#: GPU's next ticket ``copy_ahead`` looks at
 STOP, FAILED_CALL, GPU_NEXT, HOST_NEXT, REFUSED, BUSY_NS, SLEEP_US, LOCKFD, HAS_GPU, \
     COMM, BYTE, ANY_SOURCE, ANY_TAG, SOURCE_AT, TAG_AT, WAKE_FD, SLEEPING, ON_DEVICE, \
     HEAP_BASE, PENDING, LOOPS, SLEPT_NS, SENT, BATCHES_IN, APPLIED, TARGET_CALLS, TARGET_NS, \
     FAILED_RC, TRACING, TRACED, OPEN, IN_FLIGHT, DATA_IN_FLIGHT, DEFERRED, LAND_SEG, \
     LAND_FILL, COPY_DST, COPY_AT, COPY_N, COPY_ROWS, COPY_PITCH, LAND_HOLD, RECV_HEAD, \
     RECV_COUNT, WIN, CHECK_HEAD, CHECK_COUNT, CHECK_SINCE, FETCHING, FETCH_STOP, COPIES, \
-    COPY_NEXT, CONTROL_WORDS = range(53)
+    COPY_NEXT, FETCH_SPIN, FETCH_NAP, CONTROL_WORDS = range(55)
 #: the counters among them (what the loop has done since it started, for
 #: benchmarks: ``CompiledProxy.counters()``)
 COUNTERS = {"loops": LOOPS, "slept_ns": SLEPT_NS, "batches_sent": SENT,
@@ -242,11 +250,15 @@ TRACE_WORDS, TRACE_RECORDS = 4, 1 << 16
 #: its FAILED_CALL number); an answer queued (rid, origin PE); an answer taken
 #: at the origin (rid, target PE); a put's data received at its target (rid,
 #: bytes); a DATA message's send done (the ring ticket it came from, -1 for
-#: an answer's; then a run's length, -(first unit + 1) for a PUT_FROM's, or 0)
-TAKEN, SENT_BATCH, RECEIVED, CALLED, ANSWERED, ANSWER_TAKEN, LANDED, DATA_SENT = range(1, 9)
+#: an answer's; then a run's length, -(first unit + 1) for a PUT_FROM's, or 0);
+#: and, noted once it has landed, a put's fetch from a window begun (rid, the
+#: fetcher, -1 for the loop itself; at its begin) and ended (rid, ns from its
+#: post to its begin; at its end)
+TAKEN, SENT_BATCH, RECEIVED, CALLED, ANSWERED, ANSWER_TAKEN, LANDED, DATA_SENT, \
+    FETCH_BEGAN, FETCH_ENDED = range(1, 11)
 EVENTS = {TAKEN: "taken", SENT_BATCH: "sent", RECEIVED: "received", CALLED: "target call",
           ANSWERED: "answered", ANSWER_TAKEN: "answer taken", LANDED: "data landed",
-          DATA_SENT: "data sent"}
+          DATA_SENT: "data sent", FETCH_BEGAN: "fetch began", FETCH_ENDED: "fetch ended"}
 
 #: refusal reasons (a STATUS word, or a refusal record's): outside the mapped
 #: part of the heap, misaligned, an operation it does not apply, malformed; and
@@ -273,7 +285,8 @@ State = collections.namedtuple("State", [
     "host", "hw", "hstate", "htaken", "gpu", "gw", "gstate", "gtaken",
     "pool", "bstate", "fill", "expect", "bpeer", "btag", "breq", "openb", "follows",
     "nfollow", "dreq", "dticket", "drun", "dstate", "inbox", "inbox2", "drop", "land", "lused",
-    "rreq", "rinfo", "fstate", "freq", "frc", "fsleep", "fpipe", "fpoll", "fflag", "fclock",
+    "rreq", "rinfo", "fstate", "freq", "frc", "fsleep", "fnaps", "fwoken", "fwhen", "fpipe",
+    "fpoll", "fflag", "fclock",
     "ftimeout", "fbuf", "out", "ostate", "cseg", "cbegan",
     "heap", "extent",
     "refusals", "trace"])
@@ -319,6 +332,7 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None,
     ctl[SOURCE_AT], ctl[TAG_AT] = mpic.source_at, mpic.tag_at
     ctl[WAKE_FD] = wakefd
     ctl[LAND_HOLD] = -1
+    ctl[FETCH_SPIN], ctl[FETCH_NAP] = FETCH_SPIN_NS, FETCH_NAP_NS
     out = np.zeros(OUT_SEGS * PIECE if target is not None else 8, np.uint8)
     if window is not None:
         ctl[WIN], out = window
@@ -367,6 +381,8 @@ def state(mpic, npes, host, heap, extent, lockfd, wakefd, gpu=None, target=None,
         fstate=np.zeros(RECV_MAX, np.int64), freq=np.zeros(RECV_MAX, np.int64),
         frc=np.zeros(RECV_MAX, np.int64), fsleep=np.zeros(FETCHERS, np.int64),
         fpipe=np.full((FETCHERS, 2), -1, np.int64), fpoll=np.zeros((FETCHERS, 2), np.int32),
+        fnaps=np.zeros(FETCHERS, np.int64), fwoken=np.zeros(FETCHERS, np.int64),
+        fwhen=np.zeros((RECV_MAX, 3), np.int64),
         fflag=np.zeros((FETCHERS, 2), np.int32), fclock=np.zeros((FETCHERS, 2), np.int64),
         ftimeout=np.zeros((FETCHERS, 2), np.int64), fbuf=np.zeros((FETCHERS, 4), np.int32),
         out=out,
@@ -723,15 +739,21 @@ def receive_data(s, at, address, n, rid, source, disp):
     into = np.int64(s.land.ctypes.data) + at
     s.rinfo[k, 0], s.rinfo[k, 1], s.rinfo[k, 2], s.rinfo[k, 3], s.rinfo[k, 4], \
         s.rinfo[k, 5] = at, address, n, rid, source, disp
-    if disp >= 0 and s.ctl[FETCHING] != 0:
+    f = k % FETCHERS
+    if disp >= 0 and s.ctl[TRACING]:
+        s.fwhen[k, 0] = now_ns(s)
+    if disp >= 0 and s.ctl[FETCHING] != 0 and s.fsleep[f] == 0:
         _fence()  # (what it fetches, before the word that posts it)
         s.fstate[k] = POSTED
-        f = k % FETCHERS
         _fence()  # (posted before its sleep is looked at: a fetcher that sleeps
         if s.fsleep[f] != 0:  # looks at its posts after it says so)
-            s.write(_arg(s.write, 0, s.fpipe[f, 1]), s.fbuf[f].ctypes.data, 1)
-    elif disp >= 0:
+            wake(s, f)
+    elif disp >= 0:  # (fetched here: no fetcher, or its fetcher sleeps)
+        if s.ctl[FETCHING] != 0:
+            wake(s, f)
         byte = _arg(s.rget, 2, s.ctl[BYTE])
+        if s.ctl[TRACING]:
+            s.fwhen[k, 1] = now_ns(s)
         if s.rget(_arg(s.rget, 0, into), n, byte, source, disp, n, byte,
                   _arg(s.rget, 7, s.ctl[WIN]), s.rreq[k:k + 1].ctypes.data) != 0:
             s.ctl[FAILED_CALL] = 16
@@ -744,6 +766,16 @@ def receive_data(s, at, address, n, rid, source, disp):
             return False
     s.ctl[RECV_COUNT] += 1
     return True
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def wake(s, f):
+    """Wake fetcher ``f`` from its nap (once a nap), seen asleep."""
+    _fence()  # (its nap's number, read after its sleep: the fetcher wrote it before)
+    nap = s.fnaps[f]
+    if s.fwoken[f] != nap:
+        s.fwoken[f] = nap
+        s.write(_arg(s.write, 0, s.fpipe[f, 1]), s.fbuf[f].ctypes.data, 1)
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -765,7 +797,7 @@ def fetched(s, k):
 def fetch(s, me):
     """A fetcher's loop (number ``me``): fetch each piece the loop posts it
     (``receive_data``) with MPI_Rget and wait for it; sleep in ``ppoll`` on
-    its pipe after FETCH_SPIN_NS with none. Returns once FETCH_STOP is set."""
+    its pipe after FETCH_SPIN ns with none. Returns once FETCH_STOP is set."""
     ctl = s.ctl
     byte = _arg(s.rget, 2, ctl[BYTE])
     window = _arg(s.rget, 7, ctl[WIN])
@@ -779,11 +811,15 @@ def fetch(s, me):
             _fence()  # (posted: its fields are there)
             n = s.rinfo[k, 2]
             into = _arg(s.rget, 0, np.int64(s.land.ctypes.data) + s.rinfo[k, 0])
+            if ctl[TRACING]:
+                s.fwhen[k, 1] = clock_ns(s.clock_gettime, clock)
             rc = s.rget(into, n, byte, s.rinfo[k, 4], s.rinfo[k, 5], n, byte, window,
                         s.freq[k:k + 1].ctypes.data)
             s.fflag[me, 0] = 0
             while rc == 0 and s.fflag[me, 0] == 0:
                 rc = s.test(s.freq[k:k + 1].ctypes.data, s.fflag[me].ctypes.data, 0)
+            if ctl[TRACING]:
+                s.fwhen[k, 2] = clock_ns(s.clock_gettime, clock)
             s.frc[k] = rc
             _fence()  # (the data, then the word that says it is there)
             s.fstate[k] = FETCHED if rc == 0 else FETCH_FAILED
@@ -791,9 +827,11 @@ def fetch(s, me):
         now = clock_ns(s.clock_gettime, clock)
         if worked:
             idle_since = now
-        elif now - idle_since <= FETCH_SPIN_NS:
+        elif now - idle_since <= ctl[FETCH_SPIN]:
             _spin_hint()
         else:
+            s.fnaps[me] += 1  # (a nap the loop has not woken it from yet)
+            _fence()
             s.fsleep[me] = 1
             _fence()
             posted = False
@@ -801,7 +839,8 @@ def fetch(s, me):
                 posted = posted or s.fstate[k] == POSTED
             if not posted and ctl[FETCH_STOP] == 0:
                 s.fpoll[me, 0], s.fpoll[me, 1] = s.fpipe[me, 0], 1  # POLLIN
-                s.ftimeout[me, 0], s.ftimeout[me, 1] = 1, 0  # (woken by a post before)
+                nap = ctl[FETCH_NAP]  # (woken by a post before)
+                s.ftimeout[me, 0], s.ftimeout[me, 1] = nap // 1_000_000_000, nap % 1_000_000_000
                 if s.ppoll(s.fpoll[me].ctypes.data, 1, s.ftimeout[me].ctypes.data, 0) > 0:
                     s.read(_arg(s.read, 0, s.fpipe[me, 0]), s.fbuf[me].ctypes.data, 16)
             s.fsleep[me] = 0
@@ -832,6 +871,11 @@ def landed_data(s, wait):
     s.ctl[RECV_HEAD] = (k + 1) % RECV_MAX
     s.ctl[RECV_COUNT] -= 1
     if s.ctl[TRACING]:
+        if s.rinfo[k, 5] >= 0:  # (fetched from a window: by whom, and when)
+            if not posted:  # (the loop's own: done once MPI_Test said so)
+                s.fwhen[k, 2] = now_ns(s)
+            note(s, FETCH_BEGAN, s.rinfo[k, 3], k % FETCHERS if posted else -1, s.fwhen[k, 1])
+            note(s, FETCH_ENDED, s.rinfo[k, 3], s.fwhen[k, 1] - s.fwhen[k, 0], s.fwhen[k, 2])
         note(s, LANDED, s.rinfo[k, 3], s.rinfo[k, 2], 0)
     at = s.rinfo[k, 0]
     if not land_copy(s, s.rinfo[k, 1], at, s.rinfo[k, 2]):

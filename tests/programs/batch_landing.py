@@ -34,11 +34,13 @@ written again before the copies from it have run. Prints ``ok``.
    throughout), requests deferred for CHECK_NS are marked, and answered once
    their mark has passed: those deferred after it wait for the next, or for
    the stream to be idle; a mark that fails makes the step fail.
-9. Window puts fetched by the fetchers (two threads running ``fetch``, as
-   the proxy starts them), asleep when posted to, so woken through their
-   pipes: the heap as the puts left it, in order with a put carried in the
-   batch; a fetch that fails makes the loop's step fail with its reason and
-   MPI's error.
+9. Window puts and the fetchers (two threads running ``fetch``, as the
+   proxy starts them): while they nap the loop fetches the pieces itself and
+   wakes each fetcher once a nap (one byte into its pipe, however many of
+   its pieces it fetched; the fetcher leaves its nap); while they are awake
+   each piece goes to its fetcher. Either way the heap is as the puts left
+   it, in order with a put carried in the batch; a fetch that fails makes
+   the loop's step fail with its reason and MPI's error.
 """
 
 import ctypes
@@ -410,8 +412,8 @@ def fetchers(loop):
     pipes = [os.pipe2(os.O_NONBLOCK) for _ in range(_engine.FETCHERS)]
     loop.fpipe[:] = pipes
     loop.ctl[_engine.FETCH_STOP] = 0
-    threads = [threading.Thread(target=_engine.fetch, args=(loop, me))
-               for me in range(_engine.FETCHERS)]
+    threads = [threading.Thread(target=_engine.fetch, args=(loop, me), daemon=True)
+               for me in range(_engine.FETCHERS)]  # (a failed assert ends the program)
     for thread in threads:
         thread.start()
     loop.ctl[_engine.FETCHING] = _engine.FETCHERS
@@ -436,27 +438,71 @@ win = MPI.Win.Allocate(_engine.OUT_SEGS * PIECE, 1, comm=comm)
 win.Lock_all(MPI.MODE_NOCHECK)
 exposed = np.frombuffer(win.tomemory(), np.uint8)
 s.ctl[_engine.WIN] = MPI._handleof(win)
-stop = fetchers(s)
-deadline = time.monotonic() + 10
-while not s.fsleep.all():  # (asleep: a post must wake them)
-    assert time.monotonic() < deadline, "the fetchers never slept"
-    time.sleep(0.001)
-first = rid[0]
+# fetchers that nap (no threads: their words and pipes only): the loop
+# fetches every piece itself and writes one byte into each pipe, once a nap
+pipes = [os.pipe2(os.O_NONBLOCK) for _ in range(_engine.FETCHERS)]
+s.fpipe[:] = pipes
+s.ctl[_engine.FETCHING] = _engine.FETCHERS
+s.fsleep[:], s.fnaps[:] = 1, 5
 puts = [(11 * PIECE, PIECE, 2 * PIECE), (12 * PIECE, 5000, 0), (12 * PIECE + 1000, 99, None),
         (12 * PIECE + 2000, 300, 5 * PIECE + 64), (13 * PIECE, 70_000, 7 * PIECE)]
-began = time.monotonic()
+first = rid[0]
 took, data = window_batch(puts)
-assert took == 1 and _engine.all_landed(s) and _engine.issue_copy(s)
-assert time.monotonic() - began < 0.5, "the fetchers were not woken (they sleep 1 s)"
-assert not s.fstate.any()
-landed_whole(puts, data, first, "the fetchers' puts")
+assert took == 1 and _engine.all_landed(s) and _engine.issue_copy(s) and not s.fstate.any()
+landed_whole(puts, data, first, "the loop's fetches for napping fetchers")
+assert (s.fwoken == 5).all()
+for read, write in pipes:
+    assert len(os.read(read, 16)) == 1, "a napping fetcher was woken more or less than once"
+    os.close(read)
+    os.close(write)
+s.fsleep[:] = 0
+s.ctl[_engine.FETCHING] = 0
+stop = fetchers(s)
+
+
+def fetched_by(puts):
+    """Have ``s`` take a batch of ``puts`` (``window_batch``), land and
+    answer them; who fetched each from the window (a fetcher, -1: the loop)."""
+    first, traced = rid[0], s.ctl[_engine.TRACED]
+    took, data = window_batch(puts)
+    assert took == 1 and _engine.all_landed(s) and _engine.issue_copy(s)
+    assert not s.fstate.any()
+    landed_whole(puts, data, first, "the fetched puts")
+    events = s.trace[traced:s.ctl[_engine.TRACED]]
+    began = events[events[:, 0] == _engine.FETCH_BEGAN]
+    assert len(began) == sum(disp is not None for _o, _n, disp in puts)
+    return list(began[:, 2])
+
+
+def until(condition, what, seconds=10):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.001)
+
+
+s.ctl[_engine.TRACING] = 1
+s.ctl[_engine.FETCH_NAP] = 100 * 10**9  # (a nap ends only when woken)
+naps = s.fnaps.copy()
+until(lambda: (s.fnaps > naps).all() and s.fsleep.all(), "the fetchers did not nap")
+naps = s.fnaps.copy()
+s.ctl[_engine.FETCH_SPIN] = 10**11  # (once woken, they stay awake)
+assert fetched_by([(11 * PIECE, PIECE, 2 * PIECE), (12 * PIECE, 5000, 0)]) == [-1, -1], \
+    "posted to a fetcher that naps"
+assert (s.fwoken == naps).all(), "a fetcher was not woken from the nap it was in"
+until(lambda: not s.fsleep.any(), "a fetcher was not woken")
+# awake: each piece at k goes to fetcher k % FETCHERS
+k = s.ctl[_engine.RECV_HEAD]
+assert fetched_by(puts) == [(k + j) % _engine.FETCHERS for j in range(4)]
+s.ctl[_engine.TRACING] = 0
 stop()
 failing = s._replace(rget=type(s.rget)(lambda *args: 13))
-stop = fetchers(failing)
+stop = fetchers(failing)  # (awake: they spin, FETCH_SPIN)
 took, _data = window_batch([(9 * PIECE, 4096, 0)], failing)
 assert took == 1 and _engine.landed_data(failing, True) == -1
 assert failed("MPI_Rget failed") and s.ctl[_engine.FAILED_RC] == 13
 stop()
+s.ctl[_engine.FETCH_SPIN], s.ctl[_engine.FETCH_NAP] = _engine.FETCH_SPIN_NS, _engine.FETCH_NAP_NS
 win.Unlock_all()
 win.Free()
 print("ok")

@@ -50,7 +50,6 @@ may then change), and sent. Prints ``ok``.
    order (hypothesis): the same units, never two pieces in one.
 """
 
-import collections
 import ctypes
 import tempfile
 
@@ -78,7 +77,7 @@ bytes_at = _FUNCTIONS["bytes_at"]
 # the copies asked (then dst, src, n each, from word 8), where to look when
 # they are done (a word of the GPU ring: what it held then goes into word 2),
 # settled calls while one waited, copies done
-LATER_MAX = _engine.OUT_UNITS
+LATER_MAX = 2 * _engine.OUT_UNITS
 later = np.zeros(8 + 3 * LATER_MAX, np.int64)
 LATER = later.ctypes.data
 
@@ -465,9 +464,6 @@ assert wrong == 0, f"{wrong} bytes of the heap differ after the extent changed"
 
 
 # 11. the out units against a model
-Units = collections.namedtuple("Units", ["ostate"])
-
-
 def model_take(held, need):
     """First fit: the first unit of ``need`` free ones in a row, or -1."""
     taken = np.zeros(UNITS, bool)
@@ -485,7 +481,7 @@ def model_take(held, need):
 @given(st.lists(st.tuples(st.booleans(), st.integers(1, PIECE), st.integers(0, 1 << 30)),
                 max_size=60))
 def test_units(steps):
-    units, held = Units(np.zeros(UNITS, np.int64)), {}
+    units, held = s._replace(ostate=np.zeros(UNITS, np.int64)), {}
     for take, nbytes, which in steps:
         if take or not held:
             need = -(-nbytes // UNIT)

@@ -178,7 +178,7 @@ assert mark(2) == 0 and reached(2) == 0 and mark(0) == 0
 assert [(name, args) for name, args, _ in calls] == [
     ("cuEventRecord", (102, 7)), ("cuEventSynchronize", (102,)), ("cuEventRecord", (100, 7))]
 del calls[:]
-last = _engine.MARKS - 1  # (the last out segment's mark)
+last = _engine.MARKS - 1  # (the last out unit's mark)
 assert mark(last) == 0 and passed(last) == 0
 query_rc[0] = 600  # CUDA_ERROR_NOT_READY: not yet
 assert passed(last) == -1
