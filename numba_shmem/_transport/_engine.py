@@ -2005,6 +2005,8 @@ def serve(s):
             taken = drain(s)
             if taken < 0:
                 return ctl[FAILED_CALL]
+            if ctl[OPEN] != 0 and not flush(s):  # (sent now, not after a look at MPI)
+                return ctl[FAILED_CALL]
         for _ in range(TAKE):
             found = look(s.iprobe, ctl, s.flag, s.status, ctl[ANY_TAG])
             got = receive(s) if found > 0 else found  # (one MPI_Iprobe a message)

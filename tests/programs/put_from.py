@@ -48,6 +48,8 @@ may then change), and sent. Prints ``ok``.
 11. The out units' allocator against a model (first fit of consecutive
    free units), over random sequences of pieces taken and given back in any
    order (hypothesis): the same units, never two pieces in one.
+12. A request the loop takes is sent before the loop looks at MPI: with a
+   batch already waiting to be received, the new request's batch goes first.
 """
 
 import ctypes
@@ -500,4 +502,21 @@ def test_units(steps):
 
 
 test_units()
+
+# 12. a request taken goes out before the loop looks at MPI: with a batch
+# already waiting to be received, the loop sends the new request's batch first
+fresh()
+s.ctl[_engine.TRACING] = 1
+for k, at in enumerate((4096, 8192)):
+    t = post(_ring.code(_ring.PUT), at, 100)
+    stage = _ring.STAGING + (t % SLOTS) * CHUNK
+    gpu[stage:stage + 100] = want[at:at + 100] = 90 + k
+    if k == 0:  # (sent by hand: waits in MPI)
+        assert _engine.drain(s) == 1 and _engine.flush(s) and s.ctl[_engine.SENT] == 1
+finish()
+events = list(s.trace[:s.ctl[_engine.TRACED], 0])
+second = events.index(_engine.TAKEN, events.index(_engine.TAKEN) + 1)
+assert events.index(_engine.SENT_BATCH, second) < events.index(_engine.RECEIVED), \
+    "the loop looked at MPI before it sent the request it took"
+assert (heap == want).all()
 print("ok")
