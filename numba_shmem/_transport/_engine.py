@@ -121,8 +121,8 @@ RECV_MAX = 4
 #: FETCH_FAILED with MPI's error in ``frc[k]``); a fetcher with nothing to do
 #: for FETCH_SPIN ns (a control word) naps in ``ppoll`` on its pipe, up to
 #: FETCH_NAP ns. While it naps the loop fetches its pieces itself and writes a
-#: byte into the pipe, once a nap (``fnaps`` counts its naps, ``fwoken`` holds
-#: the last one woken): on the H200 the first piece of a window posted to
+#: byte into the pipe of every fetcher that naps, once a nap (``fnaps`` counts
+#: a fetcher's naps, ``fwoken`` holds the last one woken): on the H200 the first piece of a window posted to
 #: napping fetchers landed 43-172 us after its batch arrived, the next ones
 #: 3-8 us apart. ``fwhen[k]``: while tracing, when the fetch at k was posted,
 #: began and ended (ns)
@@ -749,8 +749,9 @@ def receive_data(s, at, address, n, rid, source, disp):
         if s.fsleep[f] != 0:  # looks at its posts after it says so)
             wake(s, f)
     elif disp >= 0:  # (fetched here: no fetcher, or its fetcher sleeps)
-        if s.ctl[FETCHING] != 0:
-            wake(s, f)
+        for g in range(s.ctl[FETCHING]):  # (every one that naps: the next piece may be its)
+            if s.fsleep[g] != 0:
+                wake(s, g)
         byte = _arg(s.rget, 2, s.ctl[BYTE])
         if s.ctl[TRACING]:
             s.fwhen[k, 1] = now_ns(s)
