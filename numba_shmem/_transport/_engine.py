@@ -2016,6 +2016,8 @@ def serve(s):
             if got == 0:
                 break
             busy = True
+            if ctl[OPEN] != 0 and not flush(s):  # (its answers sent now, not after a look)
+                return ctl[FAILED_CALL]
             if ctl[RECV_COUNT] != 0:  # (a put's data on its way: what has landed is
                 break                 # copied, and what is done answered, before the next)
         if ctl[OPEN] != 0 and not flush(s):

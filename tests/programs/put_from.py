@@ -49,7 +49,8 @@ may then change), and sent. Prints ``ok``.
    free units), over random sequences of pieces taken and given back in any
    order (hypothesis): the same units, never two pieces in one.
 12. A request the loop takes is sent before the loop looks at MPI: with a
-   batch already waiting to be received, the new request's batch goes first.
+   batch already waiting to be received, the new request's batch goes first;
+   and a batch's answers are sent before the loop takes the next batch.
 """
 
 import ctypes
@@ -519,4 +520,22 @@ second = events.index(_engine.TAKEN, events.index(_engine.TAKEN) + 1)
 assert events.index(_engine.SENT_BATCH, second) < events.index(_engine.RECEIVED), \
     "the loop looked at MPI before it sent the request it took"
 assert (heap == want).all()
+# ... and a batch's answers before it takes the next batch
+fresh()
+s.ctl[_engine.TRACING] = 1
+gets = []
+for k, at in enumerate((4096, 8192)):  # (two batches of a get, sent by hand: both wait in MPI)
+    gets.append(post(_ring.code(_ring.GET), at, 100))
+    assert _engine.drain(s) == 1 and _engine.flush(s) and s.ctl[_engine.SENT] == k + 1
+for _ in range(1000):
+    assert _engine.serve(s) == 0, _engine.CALLS[s.ctl[_engine.FAILED_CALL]]
+    if all(done(t) for t in gets):
+        break
+for t, at in zip(gets, (4096, 8192)):
+    stage = _ring.STAGING + (t % SLOTS) * CHUNK
+    assert done(t) and (gpu[stage:stage + 100] == heap[at:at + 100]).all()
+steps = [(event, b) for event, _a, b, _at in s.trace[:s.ctl[_engine.TRACED]].tolist()]
+requests = [i for i, step in enumerate(steps) if step == (_engine.RECEIVED, _engine.TAG_REQ)]
+assert steps.index((_engine.SENT_BATCH, _engine.TAG_ANS)) < requests[1], \
+    "the loop took the next batch before it sent the answers of the one before"
 print("ok")
