@@ -122,10 +122,10 @@ RECV_MAX = 4
 #: for FETCH_SPIN ns (a control word) naps in ``ppoll`` on its pipe, up to
 #: FETCH_NAP ns. While it naps the loop fetches its pieces itself and writes a
 #: byte into the pipe of every fetcher that naps, once a nap (``fnaps`` counts
-#: a fetcher's naps, ``fwoken`` holds the last one woken): on the H200 the first piece of a window posted to
-#: napping fetchers landed 43-172 us after its batch arrived, the next ones
-#: 3-8 us apart. ``fwhen[k]``: while tracing, when the fetch at k was posted,
-#: began and ended (ns)
+#: a fetcher's naps, ``fwoken`` holds the last one woken): on the H200 the
+#: first piece of a window posted to napping fetchers landed 43-172 us after
+#: its batch arrived, the next ones 3-8 us apart. ``fwhen[k]``: while tracing,
+#: when the fetch at k was posted, began and ended (ns)
 FETCHERS = 2
 FETCH_SPIN_NS = 200_000
 FETCH_NAP_NS = 1_000_000_000
