@@ -752,6 +752,9 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             else:
                 for j in range(MAIL_RECORD):
                     words[at + j] = mark
+        if marked:  # (no word keeps a number from 2^32 batches ago)
+            for k in range(2 * n):
+                words[SERVICE_OLD + k] = 0
         _fence()  # (a larger batch's records before the word that posts it)
         words[0] = mark | np.uint64(n) | np.uint64(SERVICE_MARKED if marked else 0)
         words[SERVICE_POSTED] = number

@@ -124,7 +124,7 @@ def kernel():
             old = int(np.uint64(pend[k, 2] + 1))
             for half, bits in enumerate((old & 0xFFFF_FFFF, old >> 32)):
                 time.sleep(0.002)
-                assert control[T.SERVICE_OLD + 2 * k + half] >> np.uint64(32) != number
+                assert control[T.SERVICE_OLD + 2 * k + half] == 0  # (cleared when posted)
                 control[T.SERVICE_OLD + 2 * k + half] = number << 32 | bits
     control[T.SERVICE_RUNNING] = 0
 
