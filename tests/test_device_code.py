@@ -84,6 +84,11 @@ def test_the_proxy_applies_every_atomic_and_signal_with_a_kernel_that_assembles(
     # every thread reads its mailbox word in each poll; all carry the batch's number: a vote
     assert "@%p5 ld.relaxed.sys.u64 %rd25, [%rd24];" in serve
     assert "vote.sync.all.pred %p6, %p6, 0xffffffff;" in serve
+    # then the count's SERVICE_MARKED bit apart from it, before the count is looked at
+    split = ("vote.sync.all.pred %p6, %p6, 0xffffffff;\n    @!%p6 bra $WAIT;\n"
+             "    and.b32 %r25, %r17, 1073741824;\n    and.b32 %r17, %r17, 1073741823;\n"
+             "    setp.gt.u32 %p6, %r17, 4;\n")
+    assert split in serve, serve
     # a larger batch's records after the mailbox (a fence); old values, then applied
     # (release), or, for a batch answered marked, with no release
     assert "$FROM_RECORDS:\n    fence.acq_rel.sys;" in serve

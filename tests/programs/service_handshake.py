@@ -12,7 +12,8 @@ replaced by stand-ins. Needs no GPU. Prints ``ok``.
    carries in the mailbox are the records posted. A small batch whose
    records all fetch, and only such a batch, asks for its old values
    marked; ``apply`` takes them once every word carries the batch's number
-   (the kernel here says APPLIED first, and writes the words one by one).
+   (the kernel here says APPLIED first, and writes the words one by one,
+   each of them last in one batch: ``apply`` has not returned before it).
 2. The kernel gone (its stream idle): ``apply`` says so (CUDA_ERROR_UNKNOWN)
    instead of waiting for ever, and so does ``settled`` for a batch it did
    not wait for.
@@ -71,6 +72,8 @@ functions = _target._functions(
 apply = _engine.APPLY(functions[2].address)
 stop = threading.Event()
 slow = threading.Event()  # the kernel waits before it applies
+returned = threading.Event()  # ``apply`` of a batch answered marked has returned
+early = []  # the batches whose ``apply`` returned before their last word
 seen_batches = []
 T = _target
 
@@ -120,12 +123,17 @@ def kernel():
             control[T.SERVICE_APPLIED] = number
             continue
         control[T.SERVICE_APPLIED] = number  # (seen first: the host waits for the words)
+        words = []
         for k in range(n):
             old = int(np.uint64(pend[k, 2] + 1))
-            for half, bits in enumerate((old & 0xFFFF_FFFF, old >> 32)):
-                time.sleep(0.002)
-                assert control[T.SERVICE_OLD + 2 * k + half] == 0  # (cleared when posted)
-                control[T.SERVICE_OLD + 2 * k + half] = number << 32 | bits
+            words += [old & 0xFFFF_FFFF, old >> 32]
+        last = number % len(words)
+        for w in [w for w in range(len(words)) if w != last] + [last]:
+            time.sleep(0.02 if w == last else 0.002)
+            if w == last and returned.is_set():
+                early.append(number)
+            assert control[T.SERVICE_OLD + w] == 0  # (cleared when posted)
+            control[T.SERVICE_OLD + w] = number << 32 | words[w]
     control[T.SERVICE_RUNNING] = 0
 
 
@@ -157,6 +165,13 @@ def batches():  # 1.
         pend[:n, 4] = 0
         assert apply(pend.ctypes.data, n) == 0
         assert (pend[:n, 4] == np.arange(n) * n - 4).all(), pend[:5]
+    for r in range(6):  # (each of the six words of a batch of three last once)
+        pend[:3, 2] = np.arange(3) - (1 << 40) * r
+        pend[:3, 4] = 0
+        returned.clear()
+        assert apply(pend.ctypes.data, 3) == 0
+        returned.set()
+        assert (pend[:3, 4] == pend[:3, 2] + 1).all(), pend[:3]
     pend[1, 1] = SIGNAL_SET  # (a small batch that fetches, but not all of it: not marked)
     pend[:3, 4] = 0
     assert apply(pend.ctypes.data, 3) == 0
@@ -165,11 +180,14 @@ def batches():  # 1.
 
 
 playing_kernel(batches)
-assert seen_batches == [(1, 1), (2, 3), (3, T.SERVICE_INLINE + 2), (4, 3)], seen_batches
-assert counts[1] == 4 and calls.get("cuLaunchKernel", 0) == 0, (counts, calls)
+assert seen_batches == [(1, 1), (2, 3), (3, T.SERVICE_INLINE + 2)] + [
+    (4 + r, 3) for r in range(7)], seen_batches
+assert not early, early
+assert counts[1] == 10 and calls.get("cuLaunchKernel", 0) == 0, (counts, calls)
 assert "proxy's stream queried" not in calls, calls
 control[T.SERVICE_RUNNING] = 1  # 2. (it stopped without saying so: it trapped)
-assert apply(pend.ctypes.data, 2) == T._SERVICE_GONE
+assert apply(pend.ctypes.data, 2) == T._SERVICE_GONE  # (answered marked)
+assert apply(pend.ctypes.data, T.SERVICE_INLINE + 1) == T._SERVICE_GONE  # (caught_up)
 control[T.SERVICE_APPLIED] = control[T.SERVICE_POSTED]  # (as if that one had been applied)
 pend[:, 1] = SIGNAL_SET
 assert apply(pend.ctypes.data, 2) == 0  # (not waited for)
