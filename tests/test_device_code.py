@@ -84,17 +84,31 @@ def test_the_proxy_applies_every_atomic_and_signal_with_a_kernel_that_assembles(
     # every thread reads its mailbox word in each poll; all carry the batch's number: a vote
     assert "@%p5 ld.relaxed.sys.u64 %rd25, [%rd24];" in serve
     assert "vote.sync.all.pred %p6, %p6, 0xffffffff;" in serve
-    # a larger batch's records after the mailbox (a fence); old values, then applied (release)
+    # then the count's SERVICE_MARKED bit apart from it, before the count is looked at
+    split = ("vote.sync.all.pred %p6, %p6, 0xffffffff;\n    @!%p6 bra $WAIT;\n"
+             "    and.b32 %r25, %r17, 1073741824;\n    and.b32 %r17, %r17, 1073741823;\n"
+             "    setp.gt.u32 %p6, %r17, 4;\n")
+    assert split in serve, serve
+    # a larger batch's records after the mailbox (a fence); old values, then applied
+    # (release), or, for a batch answered marked, with no release
     assert "$FROM_RECORDS:\n    fence.acq_rel.sys;" in serve
-    assert "st.release.sys.u64 [%rd14+256], %rd16;" in serve
+    assert "@!%p2 st.release.sys.u64 [%rd14+256], %rd16;" in serve
+    assert "@%p2 st.relaxed.sys.u64 [%rd14+256], %rd16;" in serve
     # the warp puts the records into shared memory (the mailbox's halves, or copies of
     # the records), its first thread applies them from there
     assert serve.count("bar.warp.sync 0xffffffff;") == 2 and "st.shared.u64 [%rd21+24]" in serve
     assert "@!%p6 st.shared.u32 [%rd27], %r19;" in serve
     assert "ld.shared.u64 %rd3, [%rd21+24];" in serve and "ld.volatile.u64 %rd1" in serve
-    # an old value goes back over the bus only where the request fetches (bit 24 of its code)
-    assert source.count("and.b64 %rd9, %rd6, 16777216;\n    setp.eq.u64 %p1, %rd9, 0;\n"
-                        "    @%p1 bra $NEXT;\n    st.volatile.u64 [%rd13+32], %rd5;") == 2
+    # an old value goes back over the bus only where the request fetches (bit 24 of its
+    # code): into its record, or, in serve_batches for a batch answered marked, as two
+    # words (its halves, each with the batch's number above it) into the control block
+    fetches = "and.b64 %rd9, %rd6, 16777216;\n    setp.eq.u64 %p1, %rd9, 0;\n    @%p1 bra $NEXT;\n"
+    back = "st.volatile.u64 [%rd13+32], %rd5;"
+    assert source.count(fetches) == 2 and source.count(fetches + "    " + back) == 1
+    marked = serve.split(fetches)[1].split(back)[0]
+    assert marked.startswith("    setp.ne.u32 %p2, %r25, 0;\n    @!%p2 bra $OLD;\n"), marked
+    assert "st.relaxed.sys.u64 [%rd28+448], %rd30;" in marked and "st.relaxed" in marked
+    assert "[%rd28+456], %rd31;" in marked and "release" not in marked and "fence" not in marked
     assert "atom.relaxed.sys.cas.b32 %r3, [%rd1], %r2, %r1;" in source  # cond, then value
     assert "atom.relaxed.sys.add.f64 %fd3, [%rd1], %fd1;" in source
     assert "red.release.sys.max.u64 [%rd1], %rd2;" in source

@@ -124,7 +124,10 @@ def _records_loop(done, staged=False):
     where the code fetches) in order, each with the instruction of its
     one-request kernel above; then go to ``done``. ``staged``: each record's
     first four words are read from a copy in shared memory at %rd20
-    (``STAGED_WORDS`` words a record), not from %rd10."""
+    (``STAGED_WORDS`` words a record), not from %rd10; and where %r25 is not
+    0, record i's old value goes into the control block at %rd14 instead, as
+    two words at SERVICE_OLD + 2 i, its low and high half each marked with
+    the batch's number (%r16) in the high half."""
     cases = [(_ring.code(_ring.ATOMIC, index, _ring.ATOMIC_OPS.index(op)),
               _atomic_body(dtype, op))
              for index, dtype in enumerate(_ring.DTYPES) for op in _ops(dtype)]
@@ -140,6 +143,16 @@ def _records_loop(done, staged=False):
     else:
         load = ("    ld.volatile.u64 %rd1, [%rd13];\n    ld.volatile.u64 %rd6, [%rd13+8];\n"
                 "    ld.volatile.u64 %rd2, [%rd13+16];\n    ld.volatile.u64 %rd3, [%rd13+24];\n")
+    marked = ""
+    if staged:
+        marked = ("    setp.ne.u32 %p2, %r25, 0;\n    @!%p2 bra $OLD;\n"
+                  "    cvt.u64.u32 %rd29, %r16;\n    shl.b64 %rd29, %rd29, 32;\n"
+                  "    and.b64 %rd30, %rd5, 4294967295;\n    or.b64 %rd30, %rd30, %rd29;\n"
+                  "    shr.u64 %rd31, %rd5, 32;\n    or.b64 %rd31, %rd31, %rd29;\n"
+                  "    mad.lo.u64 %rd28, %rd12, 16, %rd14;\n"
+                  f"    st.relaxed.sys.u64 [%rd28+{8 * SERVICE_OLD}], %rd30;\n"
+                  f"    st.relaxed.sys.u64 [%rd28+{8 * SERVICE_OLD + 8}], %rd31;\n"
+                  "    bra $NEXT;\n$OLD:\n")
     return ("    mov.u64 %rd12, 0;\n"
             "$LOOP:\n    setp.ge.u64 %p1, %rd12, %rd11;\n"
             f"    @%p1 bra {done};\n"
@@ -149,7 +162,7 @@ def _records_loop(done, staged=False):
             # (the old value goes back only where the request fetches: a write
             # over the bus, which each later release waits for)
             "$STORE:\n    and.b64 %rd9, %rd6, 16777216;\n    setp.eq.u64 %p1, %rd9, 0;\n"
-            "    @%p1 bra $NEXT;\n    st.volatile.u64 [%rd13+32], %rd5;\n"
+            "    @%p1 bra $NEXT;\n" + marked + "    st.volatile.u64 [%rd13+32], %rd5;\n"
             "$NEXT:\n    add.u64 %rd12, %rd12, 1;\n    bra $LOOP;\n")
 
 
@@ -168,11 +181,18 @@ _REGISTERS = ("    .reg .pred %p<8>;\n    .reg .b64 %rd<32>;\n    .reg .b32 %r<3
 #: (the halves of address, code, value and cond), the records of a batch of
 #: up to SERVICE_INLINE; a larger batch's records are read from the records'
 #: buffer once the first word is seen. All words of one number: the batch is
-#: there, whole. SERVICE_STOP in the first word stops the kernel.
+#: there, whole. SERVICE_STOP in the first word stops the kernel. A batch of
+#: up to SERVICE_INLINE records that all fetch has SERVICE_MARKED in its count:
+#: the kernel writes each old value marked (two words from SERVICE_OLD on, the
+#: value's halves each with the batch's number in the high half), with no
+#: release, and the host takes them once every word carries the number; a
+#: release at system scope waits for the bus (1.3-1.4 us on the H200,
+#: benchmarks/target_poll.py), and a fetching atomic's answer waited for it.
 SERVICE_INLINE, MAIL_RECORD = 4, 7
 SERVICE_MAIL = 1 + SERVICE_INLINE * MAIL_RECORD
-SERVICE_APPLIED, SERVICE_RUNNING, SERVICE_POSTED = 32, 40, 48
-SERVICE_BYTES = 8 * 56
+SERVICE_APPLIED, SERVICE_RUNNING, SERVICE_POSTED, SERVICE_OLD = 32, 40, 48, 56
+SERVICE_BYTES = 8 * (SERVICE_OLD + 2 * SERVICE_INLINE)
+SERVICE_MARKED = 1 << 30
 SERVICE_STOP = 0xFFFF_FFFF << 32
 #: the int64 words of a Target's counts (``_functions``)
 COUNTS = 5
@@ -186,8 +206,8 @@ def _mail_source():
     """PTX of ``serve_batches``' wait for the next batch: every thread of the
     warp reads its mailbox word (at %rd24) relaxed, all at once; the batch
     (number %r16) is there once each of the first SERVICE_MAIL threads sees
-    its number (a vote). Leaves the record count in %r17; to $END on
-    SERVICE_STOP."""
+    its number (a vote). Leaves the record count in %r17 and its
+    SERVICE_MARKED bit in %r25; to $END on SERVICE_STOP."""
     every = "0xffffffff"
     return ("$WAIT:\n    mov.u64 %rd25, 0;\n"
             f"    setp.lt.u32 %p5, %r4, {SERVICE_MAIL};\n"
@@ -200,7 +220,9 @@ def _mail_source():
             "    setp.ne.u32 %p6, %r20, %r16;\n    @%p6 bra $WAIT;\n"
             "    setp.eq.u32 %p6, %r18, %r16;\n    not.pred %p7, %p5;\n"
             "    or.pred %p6, %p6, %p7;\n"
-            f"    vote.sync.all.pred %p6, %p6, {every};\n    @!%p6 bra $WAIT;\n")
+            f"    vote.sync.all.pred %p6, %p6, {every};\n    @!%p6 bra $WAIT;\n"
+            f"    and.b32 %r25, %r17, {SERVICE_MARKED};\n"  # (its old values marked)
+            f"    and.b32 %r17, %r17, {SERVICE_MARKED - 1};\n")
 
 
 def _unmail_source():
@@ -270,8 +292,10 @@ def _batch_source():
             "    setp.ne.u32 %p3, %r4, 0;\n    @%p3 bra $JOIN;\n"
             "    cvt.u64.u32 %rd11, %r17;\n"
             + _records_loop("$APPLIED", staged=True) +
-            "$APPLIED:\n    cvt.u64.u32 %rd16, %r16;\n"
-            f"    st.release.sys.u64 [%rd14+{8 * SERVICE_APPLIED}], %rd16;\n"
+            "$APPLIED:\n    cvt.u64.u32 %rd16, %r16;\n    setp.ne.u32 %p2, %r25, 0;\n"
+            # (marked old values need no release: each says it is there)
+            f"    @%p2 st.relaxed.sys.u64 [%rd14+{8 * SERVICE_APPLIED}], %rd16;\n"
+            f"    @!%p2 st.release.sys.u64 [%rd14+{8 * SERVICE_APPLIED}], %rd16;\n"
             f"$JOIN:\n    bar.warp.sync {every};\n"
             "    add.u32 %r16, %r16, 1;\n"  # (the next number: 2^32 - 1 is SERVICE_STOP's)
             "    setp.eq.u32 %p3, %r16, -1;\n    @%p3 mov.u32 %r16, 1;\n"
@@ -668,6 +692,13 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         return control()[SERVICE_RUNNING] == 1
 
     @njit
+    def stopped():
+        """-1 while ``serve_batches``' stream runs; once it has stopped, its
+        error, or CUDA_ERROR_UNKNOWN where it ended without one."""
+        rc = query(service_stream)
+        return -1 if rc == _NOT_READY else rc if rc != 0 else _SERVICE_GONE
+
+    @njit
     def caught_up(wait):
         """0 once ``serve_batches`` has applied every batch posted (their old
         values written); -1 while it has not, without ``wait``; if it stopped,
@@ -688,19 +719,19 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
                 looks[4] += 1
                 if looks[4] % 4096 != 0:
                     return -1
-                rc = query(service_stream)
-                return -1 if rc == _NOT_READY else rc if rc != 0 else _SERVICE_GONE
+                return stopped()
             polls += 1
             if polls % 65536 == 0:
-                rc = query(service_stream)
-                if rc != _NOT_READY:  # it stopped: its error, or it ended
-                    return rc if rc != 0 else _SERVICE_GONE
+                rc = stopped()
+                if rc != -1:
+                    return rc
 
     @njit
-    def post(records, n):
+    def post(records, n, marked):
         """Post the n records to ``serve_batches`` (the kernel has applied
         every earlier batch: the mailbox is free), SERVICE_INLINE or fewer in
-        the mailbox itself."""
+        the mailbox itself; ``marked``: their old values to come back marked.
+        The batch's number."""
         words = control()
         number = words[SERVICE_POSTED] + np.uint64(1)
         if number == np.uint64(0xFFFF_FFFF):
@@ -721,9 +752,13 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             else:
                 for j in range(MAIL_RECORD):
                     words[at + j] = mark
+        if marked:  # (no word keeps a number from 2^32 batches ago)
+            for k in range(2 * n):
+                words[SERVICE_OLD + k] = 0
         _fence()  # (a larger batch's records before the word that posts it)
-        words[0] = mark | np.uint64(n)
+        words[0] = mark | np.uint64(n) | np.uint64(SERVICE_MARKED if marked else 0)
         words[SERVICE_POSTED] = number
+        return number
 
     @njit
     def in_heap(records, n):
@@ -733,11 +768,41 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
         return True
 
     @njit
-    def fetches(records, n):
+    def fetching(records, n):
+        """How many of the n records fetch."""
+        found = 0
         for i in range(n):
             if request_fetches(records[i, 1]):
-                return True
-        return False
+                found += 1
+        return found
+
+    @njit
+    def answered(records, n, number):
+        """0 once ``serve_batches`` has written the old values of batch
+        ``number`` (n records, all fetching) marked, each then put into its
+        record; if the kernel stopped first, its stream's error (or
+        CUDA_ERROR_UNKNOWN)."""
+        words = control()
+        low, mark = np.uint64(0xFFFF_FFFF), np.uint64(number)
+        polls = 0
+        while True:
+            _fence()
+            whole = True
+            for i in range(n):
+                for half in range(2):
+                    if words[SERVICE_OLD + 2 * i + half] >> np.uint64(32) != mark:
+                        whole = False
+            if whole:
+                for i in range(n):
+                    old = (words[SERVICE_OLD + 2 * i] & low) \
+                        | (words[SERVICE_OLD + 2 * i + 1] << np.uint64(32))
+                    records[i, 4] = np.int64(old)
+                return 0
+            polls += 1
+            if polls % 65536 == 0:
+                rc = stopped()
+                if rc != -1:
+                    return rc
 
     @cfunc(types.int32(types.uint64, types.uint64, types.uint64, types.uint64, types.uint64))
     def copy_in(dst, src, n, pitch, rows):
@@ -832,10 +897,14 @@ def _functions(driver, stream, function, params, count_at, memops_at, templates,
             if not in_heap(records, n):
                 return _INVALID_VALUE
             tally[1] += 1
-            post(records, n)
+            fetch = fetching(records, n)
+            marked = n <= SERVICE_INLINE and fetch == n
+            number = post(records, n, marked)
             # (complete once settled says so; a fetch, or a batch whose records
             # the kernel reads where the next batch goes, once it returns)
-            if n > SERVICE_INLINE or fetches(records, n):
+            if marked:
+                return answered(records, n, number)
+            if n > SERVICE_INLINE or fetch > 0:
                 return caught_up(True)
             return 0
         memops = memops_at != 0 and n < launch_min and as_memops(records, n, tally[2] != 0)

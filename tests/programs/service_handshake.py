@@ -9,7 +9,11 @@ replaced by stand-ins. Needs no GPU. Prints ``ok``.
    SERVICE_INLINE, is complete when ``apply`` returns (the old values in
    the records); with nothing given to the proxy's stream, no
    ``cuStreamQuery`` asks whether it is idle. The records a small batch
-   carries in the mailbox are the records posted.
+   carries in the mailbox are the records posted. A small batch whose
+   records all fetch, and only such a batch, asks for its old values
+   marked; ``apply`` takes them once every word carries the batch's number
+   (the kernel here says APPLIED first, and writes the words one by one,
+   each of them last in one batch: ``apply`` has not returned before it).
 2. The kernel gone (its stream idle): ``apply`` says so (CUDA_ERROR_UNKNOWN)
    instead of waiting for ever, and so does ``settled`` for a batch it did
    not wait for.
@@ -68,32 +72,36 @@ functions = _target._functions(
 apply = _engine.APPLY(functions[2].address)
 stop = threading.Event()
 slow = threading.Event()  # the kernel waits before it applies
+returned = threading.Event()  # ``apply`` of a batch answered marked has returned
+early = []  # the batches whose ``apply`` returned before their last word
 seen_batches = []
 T = _target
 
 
 def mailbox():
     """The batch in the mailbox: (its number, its count, its inline records
-    as (address, code, value, cond) rows, or None), or None while its words
-    do not all carry one number."""
+    as (address, code, value, cond) rows, or None, whether its old values go
+    marked), or None while its words do not all carry one number."""
     words = [int(w) for w in control[:T.SERVICE_MAIL]]
     marks = {w >> 32 for w in words}
     if len(marks) != 1:
         return None
-    number, n = words[0] >> 32, words[0] & 0xFFFF_FFFF
+    number, n = words[0] >> 32, words[0] & (T.SERVICE_MARKED - 1)
+    marked = words[0] & T.SERVICE_MARKED != 0
     if n > T.SERVICE_INLINE:
-        return number, n, None
+        return number, n, None, marked
     halves = [w & 0xFFFF_FFFF for w in words[1:]]
     rows = []
     for k in range(n):
         h = halves[k * T.MAIL_RECORD:(k + 1) * T.MAIL_RECORD]
         rows.append((h[0] | h[1] << 32, h[2], h[3] | h[4] << 32, h[5] | h[6] << 32))
-    return number, n, rows
+    return number, n, rows, marked
 
 
 def kernel():
     """serve_batches' protocol: running, each posted batch once (old value =
-    value + 1), not running once told to stop."""
+    value + 1; marked where asked, after APPLIED, one word at a time), not
+    running once told to stop."""
     control[T.SERVICE_RUNNING] = 1
     while not stop.is_set():
         if int(control[0]) == T.SERVICE_STOP:
@@ -101,15 +109,31 @@ def kernel():
         batch = mailbox()
         if batch is None or batch[0] == int(control[T.SERVICE_APPLIED]):
             continue
-        number, n, rows = batch
+        number, n, rows, marked = batch
         if slow.is_set():
             time.sleep(0.05)
         if rows is not None:
             as_posted = [tuple(int(np.uint64(v)) for v in pend[k, :4]) for k in range(n)]
             assert rows == as_posted, (rows, as_posted)
-        pend[:n, 4] = pend[:n, 2] + 1
+        fetching = all(_engine.fetches(int(pend[k, 1])) for k in range(n))
+        assert marked == (n <= T.SERVICE_INLINE and fetching), (n, marked)
         seen_batches.append((number, n))
-        control[T.SERVICE_APPLIED] = number
+        if not marked:
+            pend[:n, 4] = pend[:n, 2] + 1
+            control[T.SERVICE_APPLIED] = number
+            continue
+        control[T.SERVICE_APPLIED] = number  # (seen first: the host waits for the words)
+        words = []
+        for k in range(n):
+            old = int(np.uint64(pend[k, 2] + 1))
+            words += [old & 0xFFFF_FFFF, old >> 32]
+        last = number % len(words)
+        for w in [w for w in range(len(words)) if w != last] + [last]:
+            time.sleep(0.02 if w == last else 0.002)
+            if w == last and returned.is_set():
+                early.append(number)
+            assert control[T.SERVICE_OLD + w] == 0  # (cleared when posted)
+            control[T.SERVICE_OLD + w] = number << 32 | words[w]
     control[T.SERVICE_RUNNING] = 0
 
 
@@ -138,16 +162,32 @@ def batches():  # 1.
         pend[:n, 0] = (1 << 40) + 8 * np.arange(n)
         pend[:n, 2] = np.arange(n) * n - 5
         pend[:n, 3] = -np.arange(n)
+        pend[:n, 4] = 0
         assert apply(pend.ctypes.data, n) == 0
         assert (pend[:n, 4] == np.arange(n) * n - 4).all(), pend[:5]
+    for r in range(6):  # (each of the six words of a batch of three last once)
+        pend[:3, 2] = np.arange(3) - (1 << 40) * r
+        pend[:3, 4] = 0
+        returned.clear()
+        assert apply(pend.ctypes.data, 3) == 0
+        returned.set()
+        assert (pend[:3, 4] == pend[:3, 2] + 1).all(), pend[:3]
+    pend[1, 1] = SIGNAL_SET  # (a small batch that fetches, but not all of it: not marked)
+    pend[:3, 4] = 0
+    assert apply(pend.ctypes.data, 3) == 0
+    assert pend[0, 4] == pend[0, 2] + 1 and pend[2, 4] == pend[2, 2] + 1, pend[:3]
+    pend[:, 1] = FETCH_ADD
 
 
 playing_kernel(batches)
-assert seen_batches == [(1, 1), (2, 3), (3, T.SERVICE_INLINE + 2)], seen_batches
-assert counts[1] == 3 and calls.get("cuLaunchKernel", 0) == 0, (counts, calls)
+assert seen_batches == [(1, 1), (2, 3), (3, T.SERVICE_INLINE + 2)] + [
+    (4 + r, 3) for r in range(7)], seen_batches
+assert not early, early
+assert counts[1] == 10 and calls.get("cuLaunchKernel", 0) == 0, (counts, calls)
 assert "proxy's stream queried" not in calls, calls
 control[T.SERVICE_RUNNING] = 1  # 2. (it stopped without saying so: it trapped)
-assert apply(pend.ctypes.data, 2) == T._SERVICE_GONE
+assert apply(pend.ctypes.data, 2) == T._SERVICE_GONE  # (answered marked)
+assert apply(pend.ctypes.data, T.SERVICE_INLINE + 1) == T._SERVICE_GONE  # (caught_up)
 control[T.SERVICE_APPLIED] = control[T.SERVICE_POSTED]  # (as if that one had been applied)
 pend[:, 1] = SIGNAL_SET
 assert apply(pend.ctypes.data, 2) == 0  # (not waited for)
