@@ -41,8 +41,12 @@ KEPT_MAX = 64 << 20
 WINDOW = _SLOTS // 4
 
 
-#: polls a waiting host call yields the CPU for (time.sleep(0)) before it sleeps
-YIELDS = 2000
+#: a waiting host call polls without a pause for SPIN_S seconds (an answer from
+#: another node comes in microseconds), then sleeps between polls: briefly, for
+#: the kernel's timer slack (50 us: what any sleep lasts, time.sleep(0) too),
+#: then, once it has waited NAP_AFTER_S seconds, a millisecond at a time
+SPIN_S = 50e-6
+NAP_AFTER_S = 0.1
 
 
 def _word(value):
@@ -255,7 +259,7 @@ class CompiledProxy:
         ring is full. A refusal of an earlier request nobody waited for is
         raised first. ``keep``: the copy a put is sent from (``address``),
         kept until MPI has sent it, and its slot then given back."""
-        deadline = self._deadline()
+        since, deadline = self._began()
         with self._lock:
             self._raise_refused()
             self._check(pe, what)
@@ -265,15 +269,13 @@ class CompiledProxy:
             self._let_go()
             while words[_FREE + slot] != t:  # (the ring is full)
                 self._check(pe, what)
-                self._pause(deadline, pe, what, "room in the ring", 0)
+                self._pause(since, deadline, pe, what, "room in the ring")
                 self._let_go()
-            polls = 0
             while keep is not None and self._kept and \
                     self._kept_bytes + keep.nbytes > KEPT_MAX:  # (sent puts free room)
                 self._check(pe, what)
-                self._pause(deadline, self._kept_toward, what, "room for its copy (the "
-                            "copies of earlier puts, until MPI has sent them)", polls)
-                polls += 1
+                self._pause(since, deadline, self._kept_toward, what, "room for its copy "
+                            "(the copies of earlier puts, until MPI has sent them)")
                 self._let_go()
             self._tickets = t + 1
             if data is not None and data.size:
@@ -313,13 +315,11 @@ class CompiledProxy:
     def _take(self, t, pe, what):
         """Wait for ticket ``t``'s answer; its STATUS (0, or a refusal's
         reason). The slot stays the caller's until ``_give_back``."""
-        deadline = self._deadline()
+        since, deadline = self._began()
         slot = t % _SLOTS
-        polls = 0
         while self._words[_DONE + slot] != t + 1:
             self._check(pe, what)
-            self._pause(deadline, pe, what, "the answer", polls)
-            polls += 1
+            self._pause(since, deadline, pe, what, "the answer")
         return int(self._words[_STATUS + slot])
 
     def _give_back(self, t):
@@ -407,32 +407,34 @@ class CompiledProxy:
         """Return once every request posted so far is complete at its target;
         with ``device=False`` only the host's (a quiet kernel waits for the
         GPU's on its stream)."""
-        deadline = self._deadline()
+        since, deadline = self._began()
         last = self._tickets
         posted = self._device.posted() if device and self._device is not None else 0
-        polls = 0
 
         def waited():  # (the PEs its requests went to: only for the error)
             return sorted({self._what[t % _SLOTS][1]
                            for t in range(int(self._words[_COMPLETE]), last)}) or None
         while self._words[_COMPLETE] < last or (posted and self._gpu_words[_COMPLETE] < posted):
             self._check(None, what)
-            self._pause(deadline, waited, what, "its requests", polls)
-            polls += 1
+            self._pause(since, deadline, waited, what, "its requests")
         with self._lock:
             self._let_go()  # (the copies of puts MPI has sent: dropped)
             self._raise_refused()  # complete, but some target refused a request
 
     # -- errors ------------------------------------------------------------------------
 
-    def _deadline(self):
-        return time.monotonic() + self._wait_timeout if self._wait_timeout else None
+    def _began(self):
+        """A wait's start (time.monotonic()) and deadline (None: none)."""
+        now = time.monotonic()
+        return now, now + self._wait_timeout if self._wait_timeout else None
 
-    def _pause(self, deadline, pe, what, waiting_for, polls):
-        """Wait a little (yielding at first, YIELDS polls, then sleeping longer); past the
-        deadline, the error that says which PE waited on what (``pe``: a PE, a
-        list of them, None, or a function that returns one of those)."""
-        if deadline is not None and time.monotonic() > deadline:
+    def _pause(self, since, deadline, pe, what, waiting_for):
+        """Wait a little (``since``: when the wait began; SPIN_S and NAP_AFTER_S
+        say how long); past the deadline, the error that says which
+        PE waited on what (``pe``: a PE, a list of them, None, or a function that
+        returns one of those)."""
+        now = time.monotonic()
+        if deadline is not None and now > deadline:
             if callable(pe):
                 pe = pe()
             if isinstance(pe, list):  # the PEs a quiet waits for
@@ -443,9 +445,9 @@ class CompiledProxy:
                 f"PE {self.rank} waited {self._wait_timeout:.0f} s in {what} for {waiting_for} "
                 f"from {whom} through the proxy (PEs on other nodes); the target may be stuck "
                 "or gone. Raise NUMBA_SHMEM_WAIT_TIMEOUT if the job is only slow")
-        # a sleep of any length lasts the kernel's timer slack (50 us) at least: a wait
-        # yields for its first 2,000 polls (about a millisecond), then sleeps
-        time.sleep(0 if polls < YIELDS else min(1e-3, 1e-6 * (polls - YIELDS + 1)))
+        waited = now - since
+        if waited >= SPIN_S:
+            time.sleep(0 if waited < NAP_AFTER_S else 1e-3)
 
     def _check(self, pe, what):
         if self._failure is not None:
