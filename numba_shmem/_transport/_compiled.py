@@ -41,11 +41,14 @@ KEPT_MAX = 64 << 20
 WINDOW = _SLOTS // 4
 
 
-#: a waiting host call polls without a pause for SPIN_S seconds (an answer from
-#: another node comes in microseconds), then sleeps between polls: briefly, for
-#: the kernel's timer slack (50 us: what any sleep lasts, time.sleep(0) too),
-#: then, once it has waited NAP_AFTER_S seconds, a millisecond at a time
-SPIN_S = 50e-6
+#: a host call waiting for an answer or a quiet polls for SPIN_NS ns in compiled
+#: code, the interpreter lock let go (an answer from another node comes in
+#: microseconds), where the host has two CPUs for each of its PEs (elsewhere
+#: the poll would take the CPU the loop needs to bring the answer), then
+#: sleeps between polls: briefly, for the kernel's timer slack (50 us: what any
+#: sleep lasts, time.sleep(0) too), then, once it has waited NAP_AFTER_S
+#: seconds, a millisecond at a time
+SPIN_NS = 50_000
 NAP_AFTER_S = 0.1
 
 
@@ -72,6 +75,21 @@ def _warn_if_one_cpu(comm):
         "trips wait milliseconds for the scheduler and the application's Python runs at half "
         "speed. Give each PE two CPUs or more: mpirun --map-by slot:PE=2 (or --bind-to "
         "none), srun --cpus-per-task=2", ShmemPerformanceWarning, stacklevel=2)
+
+
+def _cpus_for_two(comm):
+    """Whether this host's CPUs (those its PEs may run on) number two or more
+    for each of its PEs: the application's thread and the loop's each have
+    one, and a host call may poll for its answer without taking the loop's.
+    Collective over ``comm``."""
+    from mpi4py import MPI
+
+    host = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        cpus = set().union(*host.allgather(os.sched_getaffinity(0)))
+        return len(cpus) >= 2 * host.size
+    finally:
+        host.Free()
 
 
 class CompiledProxy:
@@ -126,11 +144,15 @@ class CompiledProxy:
         self._words[_FREE:_FREE + _SLOTS] = np.arange(_SLOTS)
         self._undo = UndoStack()  # what close() releases, once the loop has stopped
         self._window, self._all_clean = None, False
+        self._clocks = threading.local()  # (a buffer for each waiting thread's clock)
+        self._spin_ns = 0
         self._stop_fetchers = lambda: True  # (where there are none)
         try:
             self._comm = bootstrap.communicator().Dup()
             self._undo.push(self._comm.Free)
             _warn_if_one_cpu(self._comm)
+            if _cpus_for_two(self._comm):
+                self._spin_ns = SPIN_NS
             self._mpi = MPIC(self._comm)
             window = None
             if target is not None:
@@ -154,6 +176,11 @@ class CompiledProxy:
             self._state.ctl[_engine.SLEEP_US] = max(1, int(max_sleep * 1e6))
             # compiled (or loaded from numba's cache) now: a failure is init()'s
             _engine.serve.compile((numba.typeof(self._state),))
+            words, ints = numba.typeof(self._words), numba.int64
+            for other in {words, numba.typeof(self._gpu_words)}:  # (a quiet's, with a GPU)
+                _engine.spin_until.compile((words, ints, ints, other, ints, ints, ints,
+                                            numba.typeof(self._state.clock_gettime),
+                                            numba.typeof(self._state.clock)))
             if window is not None:
                 self._start_fetchers()
             self._thread = threading.Thread(target=self._run, name="numba-shmem proxy",
@@ -317,6 +344,7 @@ class CompiledProxy:
         reason). The slot stays the caller's until ``_give_back``."""
         since, deadline = self._began()
         slot = t % _SLOTS
+        self._spin(self._words, _DONE + slot, t + 1)
         while self._words[_DONE + slot] != t + 1:
             self._check(pe, what)
             self._pause(since, deadline, pe, what, "the answer")
@@ -414,6 +442,8 @@ class CompiledProxy:
         def waited():  # (the PEs its requests went to: only for the error)
             return sorted({self._what[t % _SLOTS][1]
                            for t in range(int(self._words[_COMPLETE]), last)}) or None
+        self._spin(self._words, _COMPLETE, last,
+                   *((self._gpu_words, _COMPLETE, int(posted)) if posted else ()))
         while self._words[_COMPLETE] < last or (posted and self._gpu_words[_COMPLETE] < posted):
             self._check(None, what)
             self._pause(since, deadline, waited, what, "its requests")
@@ -428,9 +458,19 @@ class CompiledProxy:
         now = time.monotonic()
         return now, now + self._wait_timeout if self._wait_timeout else None
 
+    def _spin(self, words, at, value, other=None, other_at=0, other_value=0):
+        """Poll (SPIN_NS) until ``words[at] >= value`` and ``other[other_at] >=
+        other_value``, the interpreter lock let go."""
+        if self._spin_ns:
+            clock = self._clocks.__dict__.setdefault("clock", np.zeros(2, np.int64))
+            if other is None:
+                other, other_at, other_value = words, at, value
+            _engine.spin_until(words, at, value, other, other_at, other_value, self._spin_ns,
+                               self._state.clock_gettime, clock)
+
     def _pause(self, since, deadline, pe, what, waiting_for):
-        """Wait a little (``since``: when the wait began; SPIN_S and NAP_AFTER_S
-        say how long); past the deadline, the error that says which
+        """Wait a little (``since``: when the wait began; NAP_AFTER_S says how
+        long); past the deadline, the error that says which
         PE waited on what (``pe``: a PE, a list of them, None, or a function that
         returns one of those)."""
         now = time.monotonic()
@@ -445,9 +485,7 @@ class CompiledProxy:
                 f"PE {self.rank} waited {self._wait_timeout:.0f} s in {what} for {waiting_for} "
                 f"from {whom} through the proxy (PEs on other nodes); the target may be stuck "
                 "or gone. Raise NUMBA_SHMEM_WAIT_TIMEOUT if the job is only slow")
-        waited = now - since
-        if waited >= SPIN_S:
-            time.sleep(0 if waited < NAP_AFTER_S else 1e-3)
+        time.sleep(0 if now - since < NAP_AFTER_S else 1e-3)
 
     def _check(self, pe, what):
         if self._failure is not None:
