@@ -462,7 +462,9 @@ class CompiledProxy:
         """Poll (SPIN_NS) until ``words[at] >= value`` and ``other[other_at] >=
         other_value``, the interpreter lock let go."""
         if self._spin_ns:
-            clock = self._clocks.__dict__.setdefault("clock", np.zeros(2, np.int64))
+            clock = getattr(self._clocks, "clock", None)
+            if clock is None:
+                clock = self._clocks.clock = np.zeros(2, np.int64)
             if other is None:
                 other, other_at, other_value = words, at, value
             _engine.spin_until(words, at, value, other, other_at, other_value, self._spin_ns,
