@@ -175,6 +175,32 @@ def test_host_puts_return_once_copied_and_land_as_given():
     assert "PE 1: host put copies ok" in result.stdout, result.stdout + result.stderr
 
 
+def test_a_host_calls_poll_lets_the_interpreter_go_and_ends_when_its_words_say():
+    """_engine.spin_until, a host call's wait before it sleeps: True at once
+    where both words are there, False after its time where one is not, and
+    True as soon as a Python thread (which needs the interpreter lock) writes
+    the word it waits for."""
+    import threading
+
+    import numpy as np
+    from numba_shmem._transport import _engine
+
+    clock_gettime, clock = _engine._libc()[4], np.zeros(2, np.int64)
+    words, other = np.zeros(4, np.int64), np.zeros(2, np.int64)
+    words[1], other[0] = 7, 3
+    assert _engine.spin_until(words, 1, 7, other, 0, 3, 10**9, clock_gettime, clock)
+    start = time.monotonic()
+    assert not _engine.spin_until(words, 1, 8, other, 0, 3, 20_000_000, clock_gettime, clock)
+    assert not _engine.spin_until(words, 1, 7, other, 0, 4, 20_000_000, clock_gettime, clock)
+    assert time.monotonic() - start >= 0.04
+    writer = threading.Timer(0.05, lambda: words.__setitem__(2, 5))
+    writer.start()
+    start = time.monotonic()
+    assert _engine.spin_until(words, 2, 5, words, 2, 5, 60 * 10**9, clock_gettime, clock)
+    assert time.monotonic() - start < 30
+    writer.join()
+
+
 @pytest.mark.parametrize("heap", ["host", "function"])
 def test_puts_from_kernel_and_host_land_in_program_order_whatever_the_runs(heap):
     """Property (tests/programs/runs_model.py, hypothesis against a numpy

@@ -41,8 +41,15 @@ KEPT_MAX = 64 << 20
 WINDOW = _SLOTS // 4
 
 
-#: polls a waiting host call yields the CPU for (time.sleep(0)) before it sleeps
-YIELDS = 2000
+#: a host call waiting for an answer or a quiet polls for SPIN_NS ns in compiled
+#: code, the interpreter lock let go (an answer from another node comes in
+#: microseconds), where the host has two CPUs for each of its PEs (elsewhere
+#: the poll would take the CPU the loop needs to bring the answer), then
+#: sleeps between polls: briefly, for the kernel's timer slack (50 us: what any
+#: sleep lasts, time.sleep(0) too), then, once it has waited NAP_AFTER_S
+#: seconds, a millisecond at a time
+SPIN_NS = 50_000
+NAP_AFTER_S = 0.1
 
 
 def _word(value):
@@ -68,6 +75,21 @@ def _warn_if_one_cpu(comm):
         "trips wait milliseconds for the scheduler and the application's Python runs at half "
         "speed. Give each PE two CPUs or more: mpirun --map-by slot:PE=2 (or --bind-to "
         "none), srun --cpus-per-task=2", ShmemPerformanceWarning, stacklevel=2)
+
+
+def _cpus_for_two(comm):
+    """Whether this host's CPUs (those its PEs may run on) number two or more
+    for each of its PEs: the application's thread and the loop's each have
+    one, and a host call may poll for its answer without taking the loop's.
+    Collective over ``comm``."""
+    from mpi4py import MPI
+
+    host = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        cpus = set().union(*host.allgather(os.sched_getaffinity(0)))
+        return len(cpus) >= 2 * host.size
+    finally:
+        host.Free()
 
 
 class CompiledProxy:
@@ -122,11 +144,15 @@ class CompiledProxy:
         self._words[_FREE:_FREE + _SLOTS] = np.arange(_SLOTS)
         self._undo = UndoStack()  # what close() releases, once the loop has stopped
         self._window, self._all_clean = None, False
+        self._clocks = threading.local()  # (a buffer for each waiting thread's clock)
+        self._spin_ns = 0
         self._stop_fetchers = lambda: True  # (where there are none)
         try:
             self._comm = bootstrap.communicator().Dup()
             self._undo.push(self._comm.Free)
             _warn_if_one_cpu(self._comm)
+            if _cpus_for_two(self._comm):
+                self._spin_ns = SPIN_NS
             self._mpi = MPIC(self._comm)
             window = None
             if target is not None:
@@ -150,6 +176,11 @@ class CompiledProxy:
             self._state.ctl[_engine.SLEEP_US] = max(1, int(max_sleep * 1e6))
             # compiled (or loaded from numba's cache) now: a failure is init()'s
             _engine.serve.compile((numba.typeof(self._state),))
+            words, ints = numba.typeof(self._words), numba.int64
+            for other in {words, numba.typeof(self._gpu_words)}:  # (a quiet's, with a GPU)
+                _engine.spin_until.compile((words, ints, ints, other, ints, ints, ints,
+                                            numba.typeof(self._state.clock_gettime),
+                                            numba.typeof(self._state.clock)))
             if window is not None:
                 self._start_fetchers()
             self._thread = threading.Thread(target=self._run, name="numba-shmem proxy",
@@ -255,7 +286,7 @@ class CompiledProxy:
         ring is full. A refusal of an earlier request nobody waited for is
         raised first. ``keep``: the copy a put is sent from (``address``),
         kept until MPI has sent it, and its slot then given back."""
-        deadline = self._deadline()
+        since, deadline = self._began()
         with self._lock:
             self._raise_refused()
             self._check(pe, what)
@@ -265,15 +296,13 @@ class CompiledProxy:
             self._let_go()
             while words[_FREE + slot] != t:  # (the ring is full)
                 self._check(pe, what)
-                self._pause(deadline, pe, what, "room in the ring", 0)
+                self._pause(since, deadline, pe, what, "room in the ring")
                 self._let_go()
-            polls = 0
             while keep is not None and self._kept and \
                     self._kept_bytes + keep.nbytes > KEPT_MAX:  # (sent puts free room)
                 self._check(pe, what)
-                self._pause(deadline, self._kept_toward, what, "room for its copy (the "
-                            "copies of earlier puts, until MPI has sent them)", polls)
-                polls += 1
+                self._pause(since, deadline, self._kept_toward, what, "room for its copy "
+                            "(the copies of earlier puts, until MPI has sent them)")
                 self._let_go()
             self._tickets = t + 1
             if data is not None and data.size:
@@ -313,13 +342,12 @@ class CompiledProxy:
     def _take(self, t, pe, what):
         """Wait for ticket ``t``'s answer; its STATUS (0, or a refusal's
         reason). The slot stays the caller's until ``_give_back``."""
-        deadline = self._deadline()
+        since, deadline = self._began()
         slot = t % _SLOTS
-        polls = 0
+        self._spin(self._words, _DONE + slot, t + 1)
         while self._words[_DONE + slot] != t + 1:
             self._check(pe, what)
-            self._pause(deadline, pe, what, "the answer", polls)
-            polls += 1
+            self._pause(since, deadline, pe, what, "the answer")
         return int(self._words[_STATUS + slot])
 
     def _give_back(self, t):
@@ -407,32 +435,48 @@ class CompiledProxy:
         """Return once every request posted so far is complete at its target;
         with ``device=False`` only the host's (a quiet kernel waits for the
         GPU's on its stream)."""
-        deadline = self._deadline()
+        since, deadline = self._began()
         last = self._tickets
         posted = self._device.posted() if device and self._device is not None else 0
-        polls = 0
 
         def waited():  # (the PEs its requests went to: only for the error)
             return sorted({self._what[t % _SLOTS][1]
                            for t in range(int(self._words[_COMPLETE]), last)}) or None
+        self._spin(self._words, _COMPLETE, last,
+                   *((self._gpu_words, _COMPLETE, int(posted)) if posted else ()))
         while self._words[_COMPLETE] < last or (posted and self._gpu_words[_COMPLETE] < posted):
             self._check(None, what)
-            self._pause(deadline, waited, what, "its requests", polls)
-            polls += 1
+            self._pause(since, deadline, waited, what, "its requests")
         with self._lock:
             self._let_go()  # (the copies of puts MPI has sent: dropped)
             self._raise_refused()  # complete, but some target refused a request
 
     # -- errors ------------------------------------------------------------------------
 
-    def _deadline(self):
-        return time.monotonic() + self._wait_timeout if self._wait_timeout else None
+    def _began(self):
+        """A wait's start (time.monotonic()) and deadline (None: none)."""
+        now = time.monotonic()
+        return now, now + self._wait_timeout if self._wait_timeout else None
 
-    def _pause(self, deadline, pe, what, waiting_for, polls):
-        """Wait a little (yielding at first, YIELDS polls, then sleeping longer); past the
-        deadline, the error that says which PE waited on what (``pe``: a PE, a
-        list of them, None, or a function that returns one of those)."""
-        if deadline is not None and time.monotonic() > deadline:
+    def _spin(self, words, at, value, other=None, other_at=0, other_value=0):
+        """Poll (SPIN_NS) until ``words[at] >= value`` and ``other[other_at] >=
+        other_value``, the interpreter lock let go."""
+        if self._spin_ns:
+            clock = getattr(self._clocks, "clock", None)
+            if clock is None:
+                clock = self._clocks.clock = np.zeros(2, np.int64)
+            if other is None:
+                other, other_at, other_value = words, at, value
+            _engine.spin_until(words, at, value, other, other_at, other_value, self._spin_ns,
+                               self._state.clock_gettime, clock)
+
+    def _pause(self, since, deadline, pe, what, waiting_for):
+        """Wait a little (``since``: when the wait began; NAP_AFTER_S says how
+        long); past the deadline, the error that says which
+        PE waited on what (``pe``: a PE, a list of them, None, or a function that
+        returns one of those)."""
+        now = time.monotonic()
+        if deadline is not None and now > deadline:
             if callable(pe):
                 pe = pe()
             if isinstance(pe, list):  # the PEs a quiet waits for
@@ -443,9 +487,7 @@ class CompiledProxy:
                 f"PE {self.rank} waited {self._wait_timeout:.0f} s in {what} for {waiting_for} "
                 f"from {whom} through the proxy (PEs on other nodes); the target may be stuck "
                 "or gone. Raise NUMBA_SHMEM_WAIT_TIMEOUT if the job is only slow")
-        # a sleep of any length lasts the kernel's timer slack (50 us) at least: a wait
-        # yields for its first 2,000 polls (about a millisecond), then sleeps
-        time.sleep(0 if polls < YIELDS else min(1e-3, 1e-6 * (polls - YIELDS + 1)))
+        time.sleep(0 if now - since < NAP_AFTER_S else 1e-3)
 
     def _check(self, pe, what):
         if self._failure is not None:

@@ -629,6 +629,21 @@ def clock_ns(clock_gettime, clock):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
+def spin_until(words, at, value, other, other_at, other_value, ns, clock_gettime, clock):
+    """Poll, without the interpreter lock, until ``words[at] >= value`` and
+    ``other[other_at] >= other_value`` (True), or for ``ns`` ns (False): a
+    host call's wait for the loop before it sleeps."""
+    since = clock_ns(clock_gettime, clock)
+    while True:
+        _fence()  # (read anew each time: the loop writes them)
+        if words[at] >= value and other[other_at] >= other_value:
+            return True
+        if clock_ns(clock_gettime, clock) - since >= ns:
+            return False
+        _spin_hint()
+
+
+@njit(nogil=True, cache=True, _nrt=False)
 def note(s, event, a, b, at):
     """Record ``event`` with its numbers ``a``, ``b`` at ``at`` ns (0: now)
     while the trace has room (callers look at TRACING first)."""
