@@ -4,21 +4,28 @@ throughput, with 2 PEs (on one GPU through MPS, or one per GPU), each beside a
 baseline measured in the same run.
 
     python benchmarks/rma.py [--max-bytes 268435456] [--json out.json] [--png out.png]
-                             [--nvshmem nvshmem.json]
+                             [--nvshmem nvshmem.json] [--span-nodes]
     python benchmarks/rma.py --plot out.json --png out.png   # the plot of an earlier run
 
 With ``--nvshmem``, the output of ``benchmarks/nvshmem/run.sh scopes_bw`` (NVSHMEM doing the
 scope rows' work on the same grid), the scope rows print NVSHMEM's figures and
-the ratio beside ours.
+the ratio beside ours. With ``--span-nodes``, PEs 0 and 1 run it again in a job
+of two emulated nodes (4 PEs under mpiexec, NUMBA_SHMEM_NODE_SIZE=2, PEs 2 and 3
+the other node), where every kernel carries the path to other nodes while PE 0
+reaches PE 1 directly: the direct path's figures there against the one-node
+job's, the two jobs run in turn.
 """
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from _machine import require_gpu
+from _machine import mps_daemon, require_gpu
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,6 +38,9 @@ def main():
     parser.add_argument("--nvshmem", type=Path,
                         help="the output of benchmarks/nvshmem/run.sh scopes_bw, for the "
                         "scope rows")
+    parser.add_argument("--span-nodes", action="store_true",
+                        help="also run PEs 0 and 1 in a job of two emulated nodes (4 PEs, "
+                        "mpiexec) and print the direct path's figures there against these")
     parser.add_argument("--plot", type=Path, help="a --json of an earlier run: plot it "
                         "into --png (no GPU needed)")
     args = parser.parse_args()
@@ -40,12 +50,7 @@ def main():
         plot(json.loads(args.plot.read_text()), args.png)
         return
     require_gpu("rma.py", "the put bandwidth and latencies of GPU threads")
-    run = subprocess.run([sys.executable, "-m", "shmem_run", "-n", "2",
-                          str(HERE / "rma_pe.py"), str(args.max_bytes)],
-                         capture_output=True, text=True, timeout=900)
-    if run.returncode != 0:
-        raise SystemExit(f"benchmark failed:\n{run.stdout}\n{run.stderr}")
-    r = json.loads(run.stdout.strip().splitlines()[-1])
+    r = one_node(args.max_bytes)
     gpus = r["pe_gpus"]
     where = "sharing one GPU (MPS)" if gpus[0] == gpus[1] else \
         "one GPU each"
@@ -111,10 +116,83 @@ def main():
     print(f"atomic_add, every thread of both PEs: one counter {r['atomic_add_spread1_mops']:.0f} "
           f"Mops/s, 4096 counters {r['atomic_add_spread4096_mops']:.0f} Mops/s "
           f"(no lost update: {r['atomic_add_total_ok']})")
+    if args.span_nodes:
+        r["span_nodes"] = spanning(args.max_bytes)
+        r["one_node_again"] = one_node(args.max_bytes)
+        print_span(r, r["span_nodes"], r["one_node_again"])
     if args.json:
         args.json.write_text(json.dumps(r, indent=1))
     if args.png:
         plot(r, args.png)
+
+
+def _result(run):
+    """PE 0's JSON line of a finished job (a launcher may print lines after it)."""
+    if run.returncode != 0:
+        raise SystemExit(f"benchmark failed:\n{run.stdout}\n{run.stderr}")
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise SystemExit(f"benchmark printed no result:\n{run.stdout}\n{run.stderr}")
+    return json.loads(lines[-1])
+
+
+def one_node(max_bytes):
+    """rma_pe.py's figures from 2 PEs of one node (shmem-run)."""
+    return _result(subprocess.run([sys.executable, "-m", "shmem_run", "-n", "2",
+                                   str(HERE / "rma_pe.py"), str(max_bytes)],
+                                  capture_output=True, text=True, timeout=900))
+
+
+def spanning(max_bytes):
+    """rma_pe.py's figures from PEs 0 and 1 of a job of two emulated nodes of
+    2 PEs each (mpiexec -n 4, NUMBA_SHMEM_NODE_SIZE=2; on one GPU the PEs
+    share it through a private MPS daemon, as shmem-run's would)."""
+    mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
+    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    env = dict(os.environ, NUMBA_SHMEM_NODE_SIZE="2", OMPI_MCA_plm_rsh_agent="false")
+    command = [mpiexec, *flags, "--bind-to", "none", "-n", "4", sys.executable,
+               str(HERE / "rma_pe.py"), str(max_bytes)]
+    with tempfile.TemporaryDirectory() as jobdir:
+        daemon = mps_daemon(jobdir)
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                                 env={**env, **(daemon.env if daemon else {})})
+        finally:
+            if daemon:
+                daemon.stop()
+    r = _result(run)
+    if not r["spans_nodes"]:
+        raise SystemExit("the job of two emulated nodes ran without the path to other nodes")
+    return r
+
+
+#: the figures compared between the two jobs: (JSON key, label, True where
+#: larger is better)
+SPAN_ROWS = (("p_quiet_us", "p + quiet, us", False),
+             ("fetch_add_us", "atomic_fetch_add round trip, us", False),
+             ("pingpong_signal_op_us", "signal_op + wait round trip, us", False),
+             ("pingpong_put_signal_us", "put_signal 8 B + wait round trip, us", False),
+             ("atomic_add_spread1_mops", "atomic_add, one counter, Mops/s", True),
+             ("atomic_add_spread4096_mops", "atomic_add, 4096 counters, Mops/s", True))
+
+
+def print_span(first, span, again):
+    """The direct path in a job that spans nodes against the one-node job's,
+    run before and after it: each figure and how much slower it is there."""
+    print("the direct path (PE 0 into PE 1, one node) where the job spans two emulated nodes "
+          "(every kernel carries the path to other nodes), against the same PEs in a job of "
+          "one node, run before and after it; slower: spanning against the better of the two")
+    print(f"{'':>40} {'one node':>10} {'spanning':>10} {'again':>10} {'slower':>8}")
+    rows = [(label, first[key], span[key], again[key], more)
+            for key, label, more in SPAN_ROWS]
+    for a, b, c in zip(first["bandwidth"], span["bandwidth"], again["bandwidth"]):
+        rows.append((f"put_block {a['bytes']} B, GB/s", a["bytes"] / a["put_block_s"] / 1e9,
+                     b["bytes"] / b["put_block_s"] / 1e9, c["bytes"] / c["put_block_s"] / 1e9,
+                     True))
+    for label, one, there, two, more in rows:
+        best = max(one, two) if more else min(one, two)
+        slower = best / there - 1 if more else there / best - 1
+        print(f"{label:>40} {one:>10.3f} {there:>10.3f} {two:>10.3f} {slower:>+8.1%}")
 
 
 #: the round trips and latencies of a run's JSON, as plotted
