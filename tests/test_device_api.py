@@ -188,6 +188,24 @@ def test_toward_another_node_a_request_is_posted_marked(ptx, nodes_ptx):
     assert len([run for run in _store_runs(atomics) if run == [relaxed]]) == 3
 
 
+def test_a_quiet_reads_the_rings_complete_word_only_past_its_copy(ptx, nodes_ptx):
+    """Where the job spans nodes, quiet compares the tickets taken with the
+    copy of the ring's COMPLETE word in GPU memory (an acquire at GPU scope)
+    and reads COMPLETE over the bus only where requests may be outstanding,
+    keeping what it saw (an atomic max with release); so a quiet with nothing
+    posted toward other nodes since costs no read over the bus (1.3 us on an
+    H200). In a job on one node none of it is there."""
+    lines = nodes_ptx["quiet_only"].splitlines()
+    copy = [i for i, line in enumerate(lines) if "ld.acquire.gpu.b64" in line]
+    over_bus = [i for i, line in enumerate(lines) if "ld.acquire.sys.b64" in line]
+    kept = [i for i, line in enumerate(lines) if "atom.release.gpu.max.u64" in line]
+    assert len(copy) == 1 and over_bus and kept, nodes_ptx["quiet_only"]
+    assert copy[0] < min(over_bus) < max(over_bus) < kept[0] or \
+        copy[0] < min(over_bus) and len(kept) == 1, nodes_ptx["quiet_only"]
+    for word in ("ld.acquire", "atom.", "ld.relaxed"):
+        assert word not in ptx["quiet_only"]
+
+
 def test_peer_addresses_come_from_constant_memory(ptx):
     """The peer's base follows the acquire of a wait on a signal's round trip;
     before, it was a global load that the acquire's L1 invalidation sent to L2

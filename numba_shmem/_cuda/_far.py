@@ -112,11 +112,16 @@ _GIVE_BACK = "_release_word(ring + RING_FREE + slot * 8, t + RING_SLOTS)\n"
 #: acquire (which orders the store after it: no release)
 _GIVE_BACK_ACQUIRED = "_store_word(ring + RING_FREE + slot * 8, t + RING_SLOTS)\n"
 
-#: Source: wait until every request this PE has posted is complete at its target
+#: Source: wait until every request this PE has posted is complete at its
+#: target: at once where the copy of COMPLETE in GPU memory says so (nothing
+#: posted since a quiet saw it all complete, or nothing posted at all), else
+#: by the ring's word, read over the bus, and then kept
 _RING_QUIET = ("ring = _ring_base()\n"
                "if ring != 0:\n"
                "    posted = _ring_posted()\n"
-               + _indent(_spin("_load_word(ring + RING_COMPLETE) < posted"), 1))
+               "    if _complete_copy() < posted:\n"
+               + _indent(_spin("_load_word(ring + RING_COMPLETE) < posted"), 2)
+               + "        _keep_complete(posted)\n")
 
 
 def _serial_copy(dst, src, nbytes, smallest):

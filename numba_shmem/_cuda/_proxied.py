@@ -47,7 +47,7 @@ def device_ring(runtime, from_min):
 
     memory = cuda.mapped_array(_ring.NBYTES, np.uint8)
     staging = runtime.heap.allocate((_ring.STAGE_BYTES,), np.uint8)
-    words = np.zeros(STAGES_FREED_COPY + 1, np.uint64)  # (TICKETS ... STAGES_FREED_COPY)
+    words = np.zeros(COMPLETE_COPY + 1, np.uint64)  # (TICKETS ... COMPLETE_COPY)
     words[STAGE_BASE], words[FROM_COPY] = runtime.heap.backend.address(staging), from_min
     tickets = cuda.to_device(words)
     runtime.device_state["proxy_ring"] = memory.device_ctypes_pointer.value
@@ -140,9 +140,10 @@ _ring_base = state_word("proxy_ring")
 #: the words at ``proxy_tickets`` (GPU memory): the ring's ticket counter, the
 #: staging tickets' counter, the staging segments' address, the FROM word (read
 #: by every thread of a large put: from mapped host memory that was a read over
-#: the bus each, one warp after another), and the last FREED and STAGES_FREED a
-#: thread read of the ring (``_ring.py``)
-TICKETS, STAGE_TICKETS, STAGE_BASE, FROM_COPY, FREED_COPY, STAGES_FREED_COPY = range(6)
+#: the bus each, one warp after another), and the last FREED, STAGES_FREED and
+#: COMPLETE a thread read of the ring (``_ring.py``)
+TICKETS, STAGE_TICKETS, STAGE_BASE, FROM_COPY, FREED_COPY, STAGES_FREED_COPY, \
+    COMPLETE_COPY = range(7)
 
 
 def _tickets_word(index, instruction, operand=False):
@@ -188,6 +189,10 @@ _keep_freed = _tickets_word(FREED_COPY, "atom.release.gpu.max.u64 $0, [$1], $2;"
 _stages_freed_copy = _tickets_word(STAGES_FREED_COPY, "ld.acquire.gpu.b64 $0, [$1];")
 _keep_stages_freed = _tickets_word(STAGES_FREED_COPY, "atom.release.gpu.max.u64 $0, [$1], $2;",
                                    True)
+#: the same of COMPLETE: a quiet after requests already seen complete (or
+#: none) reads GPU memory, not the ring's word over the bus (1.3 us on an H200)
+_complete_copy = _tickets_word(COMPLETE_COPY, "ld.acquire.gpu.b64 $0, [$1];")
+_keep_complete = _tickets_word(COMPLETE_COPY, "atom.release.gpu.max.u64 $0, [$1], $2;", True)
 
 
 @intrinsic
@@ -256,6 +261,7 @@ _NAMESPACE = {
     "_stage_claim": _stage_claim, "_stage_base": _stage_base, "_ring_from": _ring_from,
     "_freed_copy": _freed_copy, "_keep_freed": _keep_freed,
     "_stages_freed_copy": _stages_freed_copy, "_keep_stages_freed": _keep_stages_freed,
+    "_complete_copy": _complete_copy, "_keep_complete": _keep_complete,
     "_store_word": _store_word, "_release_word": _release_word, "_bits": _bits,
     "_from_bits": _from_bits,
     "RING_MASK": _ring.SLOTS - 1, "RING_SLOTS": _ring.SLOTS, "RING_CHUNK": _ring.CHUNK,

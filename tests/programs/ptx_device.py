@@ -54,6 +54,10 @@ def fence_and_quiet(dest):
     shmem.quiet()
 
 
+def quiet_only():
+    shmem.quiet()
+
+
 def atomics(counter, out):
     out[0] = shmem.atomic_fetch_add(counter, 1, 1)
     shmem.atomic_add(counter, 2, 1)
@@ -133,6 +137,7 @@ KERNELS = {
     "put_block": (put_block, (f64, f64)),
     "iput_iget": (iput_iget, (f64, f64, types.int64, types.int64)),
     "fence_and_quiet": (fence_and_quiet, (i64,)),
+    "quiet_only": (quiet_only, ()),
     "atomics": (atomics, (i64, i64)),
     "atomic_and_float": (atomic_and_float, (f32,)),
     "bad_signal_dtype": (bad_signal_dtype, (f64, f64, i64)),
