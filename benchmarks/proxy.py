@@ -141,6 +141,10 @@ def main():
           f"idle (worst of 3 rounds of 1 s): {r['python_speed_ratio']:.2f} "
           f"({r['python_speed_busy'] / 1e6:.1f} against {r['python_speed_idle'] / 1e6:.1f} "
           "million loop iterations per second)")
+    if "python_speed_alone_ratio" in r:
+        print(f"  the same with PE 0's pair alone at work (the other PEs wait in a barrier): "
+              f"{r['python_speed_alone_ratio']:.2f} ({r['python_speed_alone_busy'] / 1e6:.1f} "
+              f"against {r['python_speed_alone_idle'] / 1e6:.1f})")
     print("p through the proxy, per second, from 1 / 8 / 32 threads of a kernel (one block) "
           "of PE 0, best of 3 rounds: "
           + " / ".join(f"{r[f'p_rate_{t}_threads']:.0f}" for t in (1, 8, 32)))

@@ -382,15 +382,20 @@ def python_speed(seconds):
     return count / seconds
 
 
-def interpreter_kept(me, dest, seconds=1.0):
+def interpreter_kept(me, dest, seconds=1.0, alone=False):
     """How fast a Python thread of an even PE runs while its partner keeps its
     proxy busy (puts of 4 KiB into it, one after another), against the same
-    thread with the proxy idle: the ratio, and both speeds."""
+    thread with the proxy idle: the ratio, and both speeds. Every pair at
+    once, or (``alone``) PE 0's pair only, the other PEs waiting in a barrier
+    meanwhile."""
     source = np.ones(4096, np.uint8)
+    working = not alone or me < 2
     shmem.barrier_all()
-    idle = python_speed(seconds) if me % 2 == 0 else 0.0
+    idle = python_speed(seconds) if me % 2 == 0 and working else 0.0
     shmem.barrier_all()
-    if me % 2 == 0:
+    if not working:
+        busy = 0.0
+    elif me % 2 == 0:
         busy = python_speed(seconds)
     else:
         end = time.perf_counter() + seconds
@@ -498,6 +503,10 @@ def main():
     kept = [interpreter_kept(me, dest) for _ in range(ROUNDS)]
     results["python_speed_ratio"], results["python_speed_idle"], \
         results["python_speed_busy"] = min(kept)
+    if shmem.n_pes() > 2:  # (PE 0's pair alone: its host's other PEs idle)
+        kept = [interpreter_kept(me, dest, alone=True) for _ in range(ROUNDS)]
+        results["python_speed_alone_ratio"], results["python_speed_alone_idle"], \
+            results["python_speed_alone_busy"] = min(kept)
     total = 16000 if results["backend"] == "cuda" else 2000
     for threads in (1, 8, 32):
         run = kernel_message_seconds(me, counter, threads, total // threads)
