@@ -206,6 +206,33 @@ def test_a_quiet_reads_the_rings_complete_word_only_past_its_copy(ptx, nodes_ptx
         assert word not in ptx["quiet_only"]
 
 
+def _functions(code):
+    """The PTX functions of ``code``: {".entry" or ".func": [their texts]}."""
+    found = {".entry": [], ".func": []}
+    parts = re.split(r"^\.(?:visible |weak )*(\.entry|\.func)\b", code, flags=re.MULTILINE)
+    for kind, text in zip(parts[1::2], parts[2::2]):
+        found[kind].append(text)
+    return found
+
+
+def test_the_path_to_other_nodes_is_a_function_of_its_own(ptx, nodes_ptx):
+    """Where the job spans nodes, a transfer's path to other nodes is a call
+    of a function of its own, which LLVM does not inline: the ring's tickets
+    are taken there, not in the kernel, whose registers stay near the direct
+    path's (a block's put_block in a loop: 72 registers against 128 inlined,
+    32 in a job of one node); a put_signal's signal, one request, stays in
+    the kernel. In a job on one node there is no call."""
+    for section in ("put_block", "put_warp", "put_signal_add_block"):
+        functions = _functions(nodes_ptx[section])
+        assert len(functions[".entry"]) == 1 and functions[".func"], section
+        kernel = functions[".entry"][0]
+        assert "call.uni" in kernel, section
+        assert any("atom.relaxed.gpu.add" in f for f in functions[".func"]), section
+        if section != "put_signal_add_block":
+            assert "atom.relaxed.gpu.add" not in kernel, section
+        assert not _functions(ptx[section])[".func"], section
+
+
 def test_peer_addresses_come_from_constant_memory(ptx):
     """The peer's base follows the acquire of a wait on a signal's round trip;
     before, it was a global load that the acquire's L1 invalidation sent to L2

@@ -6,7 +6,7 @@ import textwrap
 
 from .. import _device_api as api
 from ._addressing import debug_enabled
-from ._far import _far_copy, _far_element, _far_namespace
+from ._far import _far_element, _far_namespace, _far_transfer
 from ._primitives import _heap_base, _load8, _store8, _team_entry
 from ._source import (
     _compile_source, _copy_source, _factory, _indent, _inline, _register, _SCOPE,
@@ -29,10 +29,9 @@ def _make_collective(name, debug):
             f"    start = {first}\n    stride = {step}\n")
     def far_put(shift, local_shift):
         """Source: toward member ``pe`` on another node, this thread's (or
-        warp's) chunks."""
-        return _indent(f"_proxy_check(pe, {name!r})\n" + _far_copy(
-            True, "dest", "source", "nelems * source.itemsize", 1, shift, local_shift,
-            name[len(kind):]), 1)
+        warp's) chunks (``_far_transfer``)."""
+        return (f"    _far_put(_addr(dest){shift}, _addr(source){local_shift}, "
+                "nelems * source.itemsize, pe)\n")
 
     def spread(shift):
         """Source: ``nbytes`` from ``src`` to ``dest`` (plus ``shift``) on
@@ -138,8 +137,10 @@ def _make_collective(name, debug):
             + "    if start == 0:\n"
             "        barrier(team)\n"  # complete on every member; sources may be reused
             + scope_sync)
+    namespace = _far_namespace() | _spin_namespace(debug, 0)
     return _compile_source(f"def impl({params}):\n{head}{body}{tail}", {
-        **_far_namespace(), **_spin_namespace(debug, 0), "_n_pes": n_pes,
+        **namespace, "_n_pes": n_pes,
+        "_far_put": _far_transfer(name, True, 1, name[len(kind):], False, namespace),
         "_heap_base": _heap_base, "_load8": _load8, "_store8": _store8,
         "_team_entry": _team_entry, "barrier": barrier, "sync": sync, "peer_array": peer_array,
         "min": min, "max": max})

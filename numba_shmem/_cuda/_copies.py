@@ -5,7 +5,9 @@ from numba.cuda.np.numpy_support import as_dtype
 
 from . import _proxied
 from ._addressing import debug_enabled
-from ._far import _RING_QUIET, _far_copy, _far_element, _far_namespace, _far_signal
+from ._far import (
+    _RING_QUIET, _far_element, _far_namespace, _far_signal, _far_transfer,
+)
 from ._primitives import _addr, _fence, _load_acquire, _quiet, _remote, _signal_update
 from ._source import (
     _compile_source, _copy_source, _element_width, _factory, _indent, _inline, _register,
@@ -41,14 +43,16 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
     nbytes = "min(dest.size, source.size) * source.itemsize"
     ends += f"    nbytes = {nbytes}\n"
     smallest = _element_width(itemsize)
-    far = (f"_proxy_check(pe, {name!r})\n"
-           + _far_copy(put, "dest" if put else "source", "source" if put else "dest", nbytes,
-                       smallest, scope=scope, nbi="_nbi" in name))
     copy = _copy_source(smallest, alone=scope == "")
+    namespace = _far_namespace() | _spin_namespace(debug, 0)
     if _proxied.compiled_in():
+        namespace["_far_transfer"] = _far_transfer(name, put, smallest, scope, "_nbi" in name,
+                                                   namespace)
+        remote, local = ("dest", "source") if put else ("source", "dest")
         source = (f"def impl({params}):\n{check}{setup}    start = {start}\n"
-                  f"    stride = {stride}\n    if _far(pe):\n{_indent(far, 2)}    else:\n"
-                  f"{_indent(ends + copy, 1)}{sync}")
+                  f"    stride = {stride}\n    if _far(pe):\n"
+                  f"        _far_transfer(_addr({remote}), _addr({local}), {nbytes}, pe)\n"
+                  f"    else:\n{_indent(ends + copy, 1)}{sync}")
     else:  # (the addresses first: the copy is scheduled as it was before there was a proxy)
         source = (f"def impl({params}):\n{check}{setup}{ends}    start = {start}\n"
                   f"    stride = {stride}\n{copy}{sync}")
@@ -62,7 +66,7 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
                    + _indent(_far_signal("sig", "value", "sig_op", "pe"), 3) +
                    "        else:\n"
                    f"            _signal_release(_remote(sig, pe, {name!r}), value, sig_op)\n")
-    return _compile_source(source, _far_namespace() | _spin_namespace(debug, 0))
+    return _compile_source(source, namespace)
 
 
 # -- element operations, signals, fence and quiet --------------------------------------

@@ -8,7 +8,8 @@ from .. import _device_api as api
 from . import _proxied
 from ._primitives import _addr, _heap_base, _heap_size, _load_relaxed, _store_relaxed, _trap
 from ._source import (
-    _BACKOFF, _BACKOFF_START, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _copy_source, _indent, _widest,
+    _BACKOFF, _BACKOFF_START, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _compile_source, _copy_source,
+    _indent, _lean_copy_source, _outlined, _widest,
 )
 
 
@@ -221,10 +222,11 @@ def _staged(scope):
 
 
 def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", scope="",
-              nbi=False):
+              nbi=False, addresses=False):
     """Source: the calling group's part of a put (``put``) or get of ``nbytes``
     between the symmetric ``remote`` on PE ``pe`` and ``local``, through the
-    ring; ``shift`` and ``local_shift`` add to the two addresses (bytes).
+    ring; ``shift`` and ``local_shift`` add to the two addresses (bytes);
+    ``addresses``: ``remote`` and ``local`` are their addresses, not arrays.
 
     A thread alone (``scope`` "") posts every chunk and copies it by itself.
     In a warp or a block each warp takes every ``nwarps``-th chunk: its first
@@ -237,9 +239,11 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
     goes as PUT_FROM requests instead (``_from_heap``), where the proxy says
     it takes them (the ring's FROM word); a warp's or a block's blocking one
     of up to RING_STAGE_PIECE bytes staged first (``_staged``)."""
+    if not addresses:
+        remote, local = f"_addr({remote})", f"_addr({local})"
     head = (f"total = {nbytes}\n"
-            f"far_at = _addr({remote}) - _heap_base(){shift}\n"
-            f"near_at = _addr({local}){local_shift}\n")
+            f"far_at = {remote} - _heap_base(){shift}\n"
+            f"near_at = {local}{local_shift}\n")
     if put:
         from_heap = _from_heap(scope, nbi)
         if scope and not nbi:
@@ -251,6 +255,21 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
                 + _indent(from_heap, 1) + "else:\n"
                 + _indent(_far_chunks(put, smallest, scope), 1))
     return head + _far_chunks(put, smallest, scope)
+
+
+def _far_transfer(name, put, smallest, scope, nbi, namespace):
+    """An intrinsic ``(remote_at, local_at, nbytes, pe)``: the calling group's
+    part (``scope``'s) of ``name``, a put (``put``) or get of ``nbytes``
+    between ``remote_at`` on PE ``pe`` and ``local_at`` through the ring
+    (``_far_copy``), as a function of its own (``_outlined``) that takes
+    addresses (an array is seven values). Inlined, its registers were every
+    kernel's that calls the transfer, toward the PEs of its own node too."""
+    setup, start, stride, _sync, _leader = _SCOPE[scope]
+    return _outlined(_compile_source(
+        f"def impl(remote_at, local_at, nbytes, pe):\n{setup}    start = {start}\n"
+        f"    stride = {stride}\n    _proxy_check(pe, {name!r})\n"
+        + _indent(_far_copy(put, "remote_at", "local_at", "nbytes", smallest, scope=scope,
+                            nbi=nbi, addresses=True), 1), namespace))
 
 
 def _far_chunks(put, smallest, scope):
@@ -304,7 +323,7 @@ def _far_chunks(put, smallest, scope):
     # the group copy, this lane of the warp's lanes, in names of its own (the
     # caller's start, stride, dst, ... stay as they are)
     between = ("w_dst = {dst}\nw_src = {src}\nw_nbytes = n\nw_start = cuda.laneid\n"
-               "w_stride = lanes\nif True:\n" + _renamed(_copy_source(smallest)))
+               "w_stride = lanes\nif True:\n" + _renamed(_indent(_lean_copy_source(smallest), 1)))
     chunk += ("t = first_t + c\n"
               "slot = t & RING_MASK\n"
               "ring = _ring_base()\n"

@@ -56,6 +56,38 @@ def _compile_source(source, namespace=None):
     return scope["impl"]
 
 
+def _outlined(impl):
+    """An intrinsic for generated source: a call of ``impl`` (which returns
+    nothing; numba compiles it for the argument types of the call) as a
+    function of its own, which LLVM does not inline. The path to other nodes
+    goes this way: inlined, its registers and the values LLVM hoisted out of
+    the caller's loops for it were the whole kernel's (a block's put_block in
+    a loop took 168 registers against 48 and ran at 1/6 of the speed toward
+    the PEs of its own node)."""
+    from numba.cuda import cgutils
+    from numba.cuda.extending import intrinsic
+
+    def typed(args):
+        def codegen(context, builder, signature, values):
+            compiled = context.compile_subroutine(builder, impl, signature)
+            function = compiled.fndesc.declare_function(builder.module)
+            conv = compiled.fndesc.call_conv
+            returned = function.args[0].type.pointee
+            slot = cgutils.alloca_once(builder, returned)
+            builder.store(cgutils.get_null_value(returned), slot)
+            packed = conv._get_arg_packer(signature.args).as_arguments(builder, values)
+            builder.call(function, [slot, *packed], attrs=("noinline",))
+            return context.get_dummy_value()
+        return types.none(*args), codegen
+
+    # (an intrinsic of as many parameters as impl: numba's typing of one with
+    # *args hands the lowering a tuple)
+    names = ", ".join(impl.__code__.co_varnames[:impl.__code__.co_argcount])
+    scope = {"typed": typed}
+    exec(f"def call(typingctx, {names}):\n    return typed(({names},))\n", scope)  # noqa: S102
+    return intrinsic(scope["call"])
+
+
 # -- spin-waits: the back-off every wait loop shares ----------------------------------
 
 _POLLS_BEFORE_SLEEP = 64
@@ -154,6 +186,21 @@ def _debug_timeout():
 
 # numba compiles these implementations with compile_internal, where a call to
 # a plain Python helper cannot be typed; shared pieces are source text instead.
+
+def _lean_copy_source(smallest=1):
+    """Source: ``_copy_source``'s copy (``nbytes`` from ``src`` to ``dst``, this
+    thread ``start`` of ``stride``, no piece narrower than ``smallest``) with
+    one piece in flight per thread, of the widest width both addresses and
+    the length allow: for the path to other nodes, where the bus sets the
+    pace of a copy into or out of the ring. ``_copy_source``'s four vectors in
+    flight took registers that every kernel calling a transfer pays, toward
+    the PEs of its own node too (a block's put_block: 64 against 32)."""
+    widths = (16,) + tuple(w for w in (8, 4, 2, 1) if w >= smallest)
+    return ("align = dst | src | nbytes\n"
+            + _widest(lambda w: f"    i = start * {w}\n    while i < nbytes:\n"
+                      f"        _copy{w}(dst + i, src + i)\n        i += stride * {w}\n",
+                      widths, 0))
+
 
 def _widest(what, widths, indent):
     """Branches that run ``what(width)`` for the widest of ``widths`` that the
