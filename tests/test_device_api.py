@@ -189,21 +189,26 @@ def test_toward_another_node_a_request_is_posted_marked(ptx, nodes_ptx):
 
 
 def test_a_quiet_reads_the_rings_complete_word_only_past_its_copy(ptx, nodes_ptx):
-    """Where the job spans nodes, quiet compares the tickets taken with the
-    copy of the ring's COMPLETE word in GPU memory (an acquire at GPU scope)
-    and reads COMPLETE over the bus only where requests may be outstanding,
-    keeping what it saw (an atomic max with release); so a quiet with nothing
-    posted toward other nodes since costs no read over the bus (1.3 us on an
-    H200). In a job on one node none of it is there."""
+    """Where the job spans nodes, quiet reads the tickets taken and the copy
+    of the ring's COMPLETE word in GPU memory, then fences (the direct path's
+    fence.sc, which makes both reads acquires), then compares them: it reads
+    COMPLETE over the bus only where requests may be outstanding, keeping
+    what it saw (an atomic max with release). So a quiet with nothing posted
+    toward other nodes since costs no read over the bus (1.3 us on an H200),
+    and its reads are waited for with the direct path's stores. In a job on
+    one node none of it is there."""
     lines = nodes_ptx["quiet_only"].splitlines()
-    copy = [i for i, line in enumerate(lines) if "ld.acquire.gpu.b64" in line]
-    over_bus = [i for i, line in enumerate(lines) if "ld.acquire.sys.b64" in line]
-    kept = [i for i, line in enumerate(lines) if "atom.release.gpu.max.u64" in line]
-    assert len(copy) == 1 and over_bus and kept, nodes_ptx["quiet_only"]
-    assert copy[0] < min(over_bus) < max(over_bus) < kept[0] or \
-        copy[0] < min(over_bus) and len(kept) == 1, nodes_ptx["quiet_only"]
+    def at(word):
+        return [i for i, line in enumerate(lines) if word in line]
+    reads, fence = at("ld.relaxed.gpu.b64"), at("fence.sc.")
+    over_bus, kept = at("ld.acquire.sys.b64"), at("atom.release.gpu.max.u64")
+    # (fence.sc.gpu or .sys, as the job's GPUs say: one of the two runs, and
+    # LLVM may place the other's block last)
+    assert len(reads) == 2 and fence and over_bus and kept, nodes_ptx["quiet_only"]
+    assert max(reads) < min(fence) < min(over_bus) < min(kept), nodes_ptx["quiet_only"]
     for word in ("ld.acquire", "atom.", "ld.relaxed"):
         assert word not in ptx["quiet_only"]
+    assert "fence.sc." in ptx["quiet_only"]
 
 
 def _functions(code):

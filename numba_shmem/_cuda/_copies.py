@@ -148,7 +148,7 @@ def _impl_fence():
 def _make_quiet(sig):
     """quiet: what went to other nodes is complete at its targets, then the
     direct path's fence.sc."""
-    return _compile_source(f"def impl():\n{_indent(_RING_QUIET, 1)}    _quiet()\n",
+    return _compile_source(f"def impl():\n{_indent(_RING_QUIET, 1)}",
                            _far_namespace() | {"_quiet": _quiet,
                                              **_spin_namespace(debug_enabled(), 0)})
 

@@ -113,16 +113,24 @@ _GIVE_BACK = "_release_word(ring + RING_FREE + slot * 8, t + RING_SLOTS)\n"
 #: acquire (which orders the store after it: no release)
 _GIVE_BACK_ACQUIRED = "_store_word(ring + RING_FREE + slot * 8, t + RING_SLOTS)\n"
 
-#: Source: wait until every request this PE has posted is complete at its
-#: target: at once where the copy of COMPLETE in GPU memory says so (nothing
-#: posted since a quiet saw it all complete, or nothing posted at all), else
-#: by the ring's word, read over the bus, and then kept
+#: Source: quiet, both paths: the direct path's fence.sc (``_quiet``), and
+#: every request this PE has posted complete at its target: at once where the
+#: copy of COMPLETE in GPU memory says so (nothing posted since a quiet saw it
+#: all complete, or nothing posted at all), else by the ring's word, read over
+#: the bus, and then kept. The tickets and the copy are read before the fence
+#: (which makes them acquires) and looked at after it, so that their reads
+#: and the direct path's stores are waited for together: read after it, they
+#: doubled a p + quiet between PEs of one node (0.24 to 0.50 us on an H200)
 _RING_QUIET = ("ring = _ring_base()\n"
+               "posted = 0\n"
+               "seen = 0\n"
                "if ring != 0:\n"
                "    posted = _ring_posted()\n"
-               "    if _complete_copy() < posted:\n"
-               + _indent(_spin("_load_word(ring + RING_COMPLETE) < posted"), 2)
-               + "        _keep_complete(posted)\n")
+               "    seen = _complete_copy()\n"
+               "_quiet()\n"
+               "if seen < posted:\n"
+               + _indent(_spin("_load_word(ring + RING_COMPLETE) < posted"), 1)
+               + "    _keep_complete(posted)\n")
 
 
 def _serial_copy(dst, src, nbytes, smallest):

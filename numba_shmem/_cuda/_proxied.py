@@ -190,8 +190,9 @@ _stages_freed_copy = _tickets_word(STAGES_FREED_COPY, "ld.acquire.gpu.b64 $0, [$
 _keep_stages_freed = _tickets_word(STAGES_FREED_COPY, "atom.release.gpu.max.u64 $0, [$1], $2;",
                                    True)
 #: the same of COMPLETE: a quiet after requests already seen complete (or
-#: none) reads GPU memory, not the ring's word over the bus (1.3 us on an H200)
-_complete_copy = _tickets_word(COMPLETE_COPY, "ld.acquire.gpu.b64 $0, [$1];")
+#: none) reads GPU memory, not the ring's word over the bus (1.3 us on an H200);
+#: relaxed, as the quiet's fence follows it
+_complete_copy = _tickets_word(COMPLETE_COPY, "ld.relaxed.gpu.b64 $0, [$1];")
 _keep_complete = _tickets_word(COMPLETE_COPY, "atom.release.gpu.max.u64 $0, [$1], $2;", True)
 
 

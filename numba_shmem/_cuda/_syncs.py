@@ -76,7 +76,7 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
         "DEPARTED", _departures_offset("n")).replace(
         "BACKOFF_START\n", _indent(_BACKOFF_START, 2)).replace(
         "BACKOFF\n", _indent(_BACKOFF, 3)).replace("POST_EPOCH\n", _indent(post, 3)).replace(
-        "FENCE\n", _indent(_RING_QUIET, 1) + "    _quiet()\n" if complete else "    _fence()\n")
+        "FENCE\n", _indent(_RING_QUIET, 1) if complete else "    _fence()\n")
     if team == "0":
         # the world's row of the team table is known: no loads from it (after
         # the previous barrier's acquires they would each go to L2)
