@@ -64,7 +64,6 @@ def _outlined(impl):
     the caller's loops for it were the whole kernel's (a block's put_block in
     a loop took 168 registers against 48 and ran at 1/6 of the speed toward
     the PEs of its own node)."""
-    from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
 
     def typed(args):
@@ -72,9 +71,11 @@ def _outlined(impl):
             compiled = context.compile_subroutine(builder, impl, signature)
             function = compiled.fndesc.declare_function(builder.module)
             conv = compiled.fndesc.call_conv
-            returned = function.args[0].type.pointee
-            slot = cgutils.alloca_once(builder, returned)
-            builder.store(cgutils.get_null_value(returned), slot)
+            # (the function writes its return slot; cgutils.alloca_once's store
+            # of zero, once this is inlined into a loop, ran in the loop on the
+            # direct path too)
+            with builder.goto_entry_block():
+                slot = builder.alloca(function.args[0].type.pointee)
             packed = conv._get_arg_packer(signature.args).as_arguments(builder, values)
             builder.call(function, [slot, *packed], attrs=("noinline",))
             return context.get_dummy_value()
