@@ -193,10 +193,10 @@ def test_a_quiet_reads_the_rings_complete_word_only_past_its_copy(ptx, nodes_ptx
     of the ring's COMPLETE word in GPU memory, then fences (the direct path's
     fence.sc, which makes both reads acquires), then compares them: it reads
     COMPLETE over the bus only where requests may be outstanding, keeping
-    what it saw (an atomic max with release). So a quiet with nothing posted
-    toward other nodes since costs no read over the bus (1.3 us on an H200),
-    and its reads are waited for with the direct path's stores. In a job on
-    one node none of it is there."""
+    what it saw (an atomic max with release), and fencing again. So a quiet
+    with nothing posted toward other nodes since costs no read over the bus
+    (1.3 us on an H200), and its reads are waited for with the direct path's
+    stores. In a job on one node none of it is there."""
     lines = nodes_ptx["quiet_only"].splitlines()
     def at(word):
         return [i for i, line in enumerate(lines) if word in line]
@@ -206,6 +206,8 @@ def test_a_quiet_reads_the_rings_complete_word_only_past_its_copy(ptx, nodes_ptx
     # LLVM may place the other's block last)
     assert len(reads) == 2 and fence and over_bus and kept, nodes_ptx["quiet_only"]
     assert max(reads) < min(fence) < min(over_bus) < min(kept), nodes_ptx["quiet_only"]
+    # (where it waited for COMPLETE, the fence again: what follows goes after)
+    assert len(fence) >= 2 and max(fence) > min(kept), nodes_ptx["quiet_only"]
     for word in ("ld.acquire", "atom.", "ld.relaxed"):
         assert word not in ptx["quiet_only"]
     assert "fence.sc." in ptx["quiet_only"]
