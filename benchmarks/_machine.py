@@ -1,7 +1,12 @@
 """What the benchmarks' drivers need of the machine they run on."""
 
 import os
+import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 
 def require_gpu(benchmark, measures):
@@ -29,3 +34,24 @@ def mps_daemon(jobdir, gpus=1):
     daemon = MpsDaemon(_gpus.mps_control(), jobdir)
     daemon.start()
     return daemon
+
+
+def emulated_nodes(npes, node_size, command, mpiexec_args="--bind-to none", timeout=1800):
+    """Run ``command`` (a list, after the Python interpreter) as ``npes``
+    ranks of ``mpiexec`` in emulated nodes of ``node_size`` PEs
+    (NUMBA_SHMEM_NODE_SIZE); on one GPU they share it through a private MPS
+    daemon, as shmem-run's PEs would. The finished process (its output
+    captured)."""
+    mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
+    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
+    env = dict(os.environ, NUMBA_SHMEM_NODE_SIZE=str(node_size), OMPI_MCA_plm_rsh_agent="false")
+    argv = [mpiexec, *flags, *shlex.split(mpiexec_args), "-n", str(npes), sys.executable,
+            *command]
+    with tempfile.TemporaryDirectory() as jobdir:
+        daemon = mps_daemon(jobdir)
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                  env={**env, **(daemon.env if daemon else {})})
+        finally:
+            if daemon:
+                daemon.stop()

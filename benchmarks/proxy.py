@@ -17,15 +17,9 @@ same two ranks: the figures are PE 0's pair's.
 
 import argparse
 import json
-import os
-import shlex
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
-from _machine import mps_daemon
+from _machine import emulated_nodes
 
 HERE = Path(__file__).resolve().parent
 
@@ -54,20 +48,8 @@ def main():
     args = parser.parse_args()
     if args.npes < 2 or args.npes % 2:
         parser.error(f"--npes takes an even number of PEs, 2 or more (got {args.npes})")
-    mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
-    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
-    env = dict(os.environ, NUMBA_SHMEM_NODE_SIZE="1", OMPI_MCA_plm_rsh_agent="false")
-    command = [mpiexec, *flags, *shlex.split(args.mpiexec_args), "-n", str(args.npes),
-               sys.executable,
-               str(HERE / "proxy_pe.py"), str(args.max_bytes)]
-    with tempfile.TemporaryDirectory() as jobdir:
-        daemon = mps_daemon(jobdir)
-        try:
-            run = subprocess.run(command, capture_output=True, text=True, timeout=1800,
-                                 env={**env, **(daemon.env if daemon else {})})
-        finally:
-            if daemon:
-                daemon.stop()
+    run = emulated_nodes(args.npes, 1, [str(HERE / "proxy_pe.py"), str(args.max_bytes)],
+                         args.mpiexec_args)
     if run.returncode != 0:
         raise SystemExit(f"benchmark failed:\n{run.stdout}\n{run.stderr}")
     # PE 0's one JSON line (mpiexec may print lines of its own after it)

@@ -18,14 +18,11 @@ job's, the two jobs run in turn.
 
 import argparse
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from _machine import mps_daemon, require_gpu
+from _machine import emulated_nodes, require_gpu
 
 HERE = Path(__file__).resolve().parent
 
@@ -147,19 +144,7 @@ def spanning(max_bytes):
     """rma_pe.py's figures from PEs 0 and 1 of a job of two emulated nodes of
     2 PEs each (mpiexec -n 4, NUMBA_SHMEM_NODE_SIZE=2; on one GPU the PEs
     share it through a private MPS daemon, as shmem-run's would)."""
-    mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
-    flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
-    env = dict(os.environ, NUMBA_SHMEM_NODE_SIZE="2", OMPI_MCA_plm_rsh_agent="false")
-    command = [mpiexec, *flags, "--bind-to", "none", "-n", "4", sys.executable,
-               str(HERE / "rma_pe.py"), str(max_bytes)]
-    with tempfile.TemporaryDirectory() as jobdir:
-        daemon = mps_daemon(jobdir)
-        try:
-            run = subprocess.run(command, capture_output=True, text=True, timeout=900,
-                                 env={**env, **(daemon.env if daemon else {})})
-        finally:
-            if daemon:
-                daemon.stop()
+    run = emulated_nodes(4, 2, [str(HERE / "rma_pe.py"), str(max_bytes)], timeout=900)
     r = _result(run)
     if not r["spans_nodes"]:
         raise SystemExit("the job of two emulated nodes ran without the path to other nodes")
