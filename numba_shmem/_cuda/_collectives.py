@@ -5,6 +5,7 @@ import textwrap
 
 
 from .. import _device_api as api
+from . import _proxied
 from ._addressing import debug_enabled
 from ._far import _far_element, _far_namespace, _far_transfer
 from ._primitives import _heap_base, _load8, _store8, _team_entry
@@ -29,7 +30,10 @@ def _make_collective(name, debug):
             f"    start = {first}\n    stride = {step}\n")
     def far_put(shift, local_shift):
         """Source: toward member ``pe`` on another node, this thread's (or
-        warp's) chunks (``_far_transfer``)."""
+        warp's) chunks (``_far_transfer``); in a job on one node, where
+        ``_far`` is a constant false, nothing (no function to compile)."""
+        if not _proxied.compiled_in():
+            return "    pass\n"
         return (f"    _far_put(_addr(dest){shift}, _addr(source){local_shift}, "
                 "nelems * source.itemsize, pe)\n")
 
@@ -140,7 +144,8 @@ def _make_collective(name, debug):
     namespace = _far_namespace() | _spin_namespace(debug, 0)
     return _compile_source(f"def impl({params}):\n{head}{body}{tail}", {
         **namespace, "_n_pes": n_pes,
-        "_far_put": _far_transfer(name, True, 1, name[len(kind):], False, namespace),
+        "_far_put": _far_transfer(name, True, 1, name[len(kind):], False, namespace)
+        if _proxied.compiled_in() else None,
         "_heap_base": _heap_base, "_load8": _load8, "_store8": _store8,
         "_team_entry": _team_entry, "barrier": barrier, "sync": sync, "peer_array": peer_array,
         "min": min, "max": max})

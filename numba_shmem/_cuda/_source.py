@@ -62,8 +62,8 @@ def _outlined(impl):
     function of its own, which LLVM does not inline. The path to other nodes
     goes this way: inlined, its registers and the values LLVM hoisted out of
     the caller's loops for it were the whole kernel's (a block's put_block in
-    a loop took 168 registers against 48 and ran at 1/6 of the speed toward
-    the PEs of its own node)."""
+    a loop: 128 registers against 32 in a one-node job, 72 called; it ran at
+    1/6 of the speed toward the PEs of its own node)."""
     from numba.cuda.extending import intrinsic
 
     def typed(args):
@@ -195,7 +195,8 @@ def _lean_copy_source(smallest=1):
     the length allow: for the path to other nodes, where the bus sets the
     pace of a copy into or out of the ring. ``_copy_source``'s four vectors in
     flight took registers that every kernel calling a transfer pays, toward
-    the PEs of its own node too (a block's put_block: 64 against 32)."""
+    the PEs of its own node too (a block's put_block with that path alone:
+    64 registers, 40 so)."""
     widths = (16,) + tuple(w for w in (8, 4, 2, 1) if w >= smallest)
     return ("align = dst | src | nbytes\n"
             + _widest(lambda w: f"    i = start * {w}\n    while i < nbytes:\n"
