@@ -28,11 +28,15 @@ def _make_collective(name, debug):
     setup, first, step, scope_sync, _leader = _SCOPE[name[len(kind):]]
     head = (f"{setup}    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
             f"    start = {first}\n    stride = {step}\n")
+    namespace = _far_namespace() | _spin_namespace(debug, 0)
+    if _proxied.compiled_in():
+        namespace["_far_put"] = _far_transfer(name, True, 1, name[len(kind):], False, namespace)
+
     def far_put(shift, local_shift):
         """Source: toward member ``pe`` on another node, this thread's (or
         warp's) chunks (``_far_transfer``); in a job on one node, where
         ``_far`` is a constant false, nothing (no function to compile)."""
-        if not _proxied.compiled_in():
+        if "_far_put" not in namespace:
             return "    pass\n"
         return (f"    _far_put(_addr(dest){shift}, _addr(source){local_shift}, "
                 "nelems * source.itemsize, pe)\n")
@@ -141,11 +145,8 @@ def _make_collective(name, debug):
             + "    if start == 0:\n"
             "        barrier(team)\n"  # complete on every member; sources may be reused
             + scope_sync)
-    namespace = _far_namespace() | _spin_namespace(debug, 0)
     return _compile_source(f"def impl({params}):\n{head}{body}{tail}", {
         **namespace, "_n_pes": n_pes,
-        "_far_put": _far_transfer(name, True, 1, name[len(kind):], False, namespace)
-        if _proxied.compiled_in() else None,
         "_heap_base": _heap_base, "_load8": _load8, "_store8": _store8,
         "_team_entry": _team_entry, "barrier": barrier, "sync": sync, "peer_array": peer_array,
         "min": min, "max": max})
