@@ -12,6 +12,7 @@ once.
 
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -382,29 +383,36 @@ def python_speed(seconds):
     return count / seconds
 
 
-def interpreter_kept(me, dest, seconds=1.0, alone=False):
+def interpreter_kept(me, dest, windows=10, seconds=0.1, alone=False):
     """How fast a Python thread of an even PE runs while its partner keeps its
     proxy busy (puts of 4 KiB into it, one after another), against the same
-    thread with the proxy idle: the ratio, and both speeds. Every pair at
-    once, or (``alone``) PE 0's pair only, the other PEs waiting in a barrier
-    meanwhile."""
+    thread with the proxy idle, in ``windows`` pairs of windows of ``seconds``
+    that alternate (idle, then busy), so that the host's own speed, which
+    drifts from second to second, weighs on both alike. The median of the
+    pairs' ratios, and the median speeds idle and busy. Every pair of PEs at
+    once, or (``alone``) PE 0's pair only, the other PEs waiting in a
+    barrier meanwhile."""
     source = np.ones(4096, np.uint8)
-    working = not alone or me < 2
+    measuring = me % 2 == 0 and (not alone or me < 2)
+    putting = me % 2 == 1 and (not alone or me < 2)
+    idle, busy = [], []
+    for _ in range(windows):
+        shmem.barrier_all()
+        if measuring:
+            idle.append(python_speed(seconds))
+        shmem.barrier_all()
+        if measuring:
+            busy.append(python_speed(seconds))
+        elif putting:
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                shmem.put(dest[:4096], source, partner(me))
+            shmem.quiet()
     shmem.barrier_all()
-    idle = python_speed(seconds) if me % 2 == 0 and working else 0.0
-    shmem.barrier_all()
-    if not working:
-        busy = 0.0
-    elif me % 2 == 0:
-        busy = python_speed(seconds)
-    else:
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            shmem.put(dest[:4096], source, partner(me))
-        shmem.quiet()
-        busy = 0.0
-    shmem.barrier_all()
-    return (busy / idle if idle else 0.0), idle, busy
+    if not measuring:
+        return 0.0, 0.0, 0.0
+    ratios = [b / i for b, i in zip(busy, idle)]
+    return statistics.median(ratios), statistics.median(idle), statistics.median(busy)
 
 
 def mpi_window(comm, buf):
