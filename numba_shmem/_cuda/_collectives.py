@@ -8,7 +8,7 @@ from .. import _device_api as api
 from . import _proxied
 from ._addressing import debug_enabled
 from ._far import _far_element, _far_namespace, _far_transfer
-from ._primitives import _heap_base, _load8, _store8, _team_entry
+from ._primitives import _heap_base, _load8, _per_call, _store8, _team_entry
 from ._source import (
     _compile_source, _copy_source, _factory, _indent, _inline, _register, _SCOPE,
     _spin_namespace, _state_offset,
@@ -26,20 +26,22 @@ def _make_collective(name, debug):
     barrier, sync = api.host_and_device("barrier"), api.host_and_device("sync")
     kind = api.collective_kind(name)
     setup, first, step, scope_sync, _leader = _SCOPE[name[len(kind):]]
+    namespace = _far_namespace() | _spin_namespace(debug, 0)
+    spans = _proxied.compiled_in()
+    if spans and scope_sync:  # (as a transfer's: _copies._make_transfer)
+        first, step = f"_per_call({first})", f"_per_call({step})"
+        namespace["_per_call"] = _per_call
     head = (f"{setup}    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
             f"    start = {first}\n    stride = {step}\n")
-    namespace = _far_namespace() | _spin_namespace(debug, 0)
-    if _proxied.compiled_in():
-        namespace["_far_put"] = _far_transfer(name, True, 1, name[len(kind):], False, namespace)
 
     def far_put(shift, local_shift):
         """Source: toward member ``pe`` on another node, this thread's (or
         warp's) chunks (``_far_transfer``); in a job on one node, where
-        ``_far`` is a constant false, nothing (no function to compile)."""
-        if "_far_put" not in namespace:
+        ``_far`` is a constant false, nothing (no path to compile)."""
+        if not spans:
             return "    pass\n"
-        return (f"    _far_put(_addr(dest){shift}, _addr(source){local_shift}, "
-                "nelems * source.itemsize, pe)\n")
+        return _indent(_far_transfer(name, True, "dest", "source", "nelems * source.itemsize", 1,
+                                     name[len(kind):], shift=shift, local_shift=local_shift), 1)
 
     def spread(shift):
         """Source: ``nbytes`` from ``src`` to ``dest`` (plus ``shift``) on

@@ -5,10 +5,10 @@ from numba.cuda.np.numpy_support import as_dtype
 
 from . import _proxied
 from ._addressing import debug_enabled
-from ._far import (
-    _RING_QUIET, _far_element, _far_namespace, _far_signal, _far_transfer,
+from ._far import _RING_QUIET, _far_element, _far_namespace, _far_signal, _far_transfer
+from ._primitives import (
+    _addr, _fence, _load_acquire, _per_call, _quiet, _remote, _signal_update,
 )
-from ._primitives import _addr, _fence, _load_acquire, _quiet, _remote, _signal_update
 from ._source import (
     _compile_source, _copy_source, _element_width, _factory, _indent, _inline, _register,
     _SCOPE, _spin_namespace,
@@ -46,12 +46,19 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
     copy = _copy_source(smallest, alone=scope == "")
     namespace = _far_namespace() | _spin_namespace(debug, 0)
     if _proxied.compiled_in():
-        namespace["_far_transfer"] = _far_transfer(name, put, smallest, scope, "_nbi" in name,
-                                                   namespace)
         remote, local = ("dest", "source") if put else ("source", "dest")
+        far = _far_transfer(name, put, remote, local, nbytes, smallest, scope, "_nbi" in name)
+        if scope:
+            # a warp's or block's place in the copy and its length, computed
+            # anew at each call: hoisted out of the caller's loop, they stayed
+            # live through it beside the path to other nodes' values (linked
+            # as for a GPU, a block's put_block in a loop: 168 registers, 130
+            # so; a get_block, 71 and 55)
+            start, stride = f"_per_call({start})", f"_per_call({stride})"
+            ends = ends.replace(f"nbytes = {nbytes}", f"nbytes = _per_call({nbytes})")
+            namespace["_per_call"] = _per_call
         source = (f"def impl({params}):\n{check}{setup}    start = {start}\n"
-                  f"    stride = {stride}\n    if _far(pe):\n"
-                  f"        _far_transfer(_addr({remote}), _addr({local}), {nbytes}, pe)\n"
+                  f"    stride = {stride}\n    if _far(pe):\n{_indent(far, 2)}"
                   f"    else:\n{_indent(ends + copy, 1)}{sync}")
     else:  # (the addresses first: the copy is scheduled as it was before there was a proxy)
         source = (f"def impl({params}):\n{check}{setup}{ends}    start = {start}\n"

@@ -6,10 +6,12 @@ from numba import cuda, types
 
 from .. import _device_api as api
 from . import _proxied
-from ._primitives import _addr, _heap_base, _heap_size, _load_relaxed, _store_relaxed, _trap
+from ._primitives import (
+    _addr, _heap_base, _heap_size, _load_relaxed, _per_call, _store_relaxed, _trap,
+)
 from ._source import (
     _BACKOFF, _BACKOFF_START, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _compile_source, _copy_source,
-    _indent, _lean_copy_source, _outlined, _widest,
+    _indent, _lean_copy_source, _widest,
 )
 
 
@@ -197,12 +199,14 @@ def _from_heap(scope, nbi):
             + sync)
 
 
-def _staged(scope):
+def _staged(scope, smallest):
     """Source: the group's blocking put of ``total`` bytes (at most
     RING_STAGE_PIECE) at ``near_at`` in this PE's heap to ``far_at`` on PE
     ``pe``, staged: its first thread takes a staging segment (in this PE's
     heap, _transport/_ring.py), the group copies the data into it at the
-    source's offset from a 16-byte boundary, and the first thread posts a
+    source's offset from a 16-byte boundary (in pieces no narrower than
+    ``smallest``, the element's width: the edges of every narrower width cost
+    registers, 130 against 72 in a block's put_block of float64 in a loop), and the first thread posts a
     non-blocking PUT_FROM from there, which the proxy copies out and gives the
     segment back. The call returns once the group's copy is done, with no wait
     for the proxy (a blocking PUT_FROM waits for its copy out and DONE: on an
@@ -224,7 +228,7 @@ def _staged(scope):
                          "RING_STAGES_FREED", "RING_STAGE_FREE", "RING_STAGE_SEGS")
             + "stage_to = _stage_base() + sseg * RING_STAGE_STRIDE + (near_at & 15)\n" + keep)
     copy = (f"w_dst = stage_to\nw_src = near_at\nw_nbytes = total\nw_start = {start}\n"
-            f"w_stride = {stride}\nif True:\n" + _renamed(_copy_source(1)))
+            f"w_stride = {stride}\nif True:\n" + _renamed(_copy_source(smallest)))
     post = (_claim()
             + _publish("RING_PUT_FROM_NBI", "pe", "far_at", "total", "u + 1", addr="stage_to"))
     return ("stage_to = 0\nu = 0\n"
@@ -234,11 +238,10 @@ def _staged(scope):
 
 
 def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", scope="",
-              nbi=False, addresses=False):
+              nbi=False):
     """Source: the calling group's part of a put (``put``) or get of ``nbytes``
     between the symmetric ``remote`` on PE ``pe`` and ``local``, through the
-    ring; ``shift`` and ``local_shift`` add to the two addresses (bytes);
-    ``addresses``: ``remote`` and ``local`` are their addresses, not arrays.
+    ring; ``shift`` and ``local_shift`` add to the two addresses (bytes).
 
     A thread alone (``scope`` "") posts every chunk and copies it by itself.
     In a warp or a block each warp takes every ``nwarps``-th chunk: its first
@@ -251,15 +254,15 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
     goes as PUT_FROM requests instead (``_from_heap``), where the proxy says
     it takes them (the ring's FROM word); a warp's or a block's blocking one
     of up to RING_STAGE_PIECE bytes staged first (``_staged``)."""
-    if not addresses:
-        remote, local = f"_addr({remote})", f"_addr({local})"
-    head = (f"total = {nbytes}\n"
-            f"far_at = {remote} - _heap_base(){shift}\n"
-            f"near_at = {local}{local_shift}\n")
+    # (the length computed at each call, as the direct path's is: a warp's
+    # put_warp in a loop, 80 registers against 62)
+    head = (f"total = _per_call({nbytes})\n"
+            f"far_at = _addr({remote}) - _heap_base(){shift}\n"
+            f"near_at = _addr({local}){local_shift}\n")
     if put:
         from_heap = _from_heap(scope, nbi)
         if scope and not nbi:
-            from_heap = ("if total <= RING_STAGE_PIECE:\n" + _indent(_staged(scope), 1)
+            from_heap = ("if total <= RING_STAGE_PIECE:\n" + _indent(_staged(scope, smallest), 1)
                          + "else:\n" + _indent(from_heap, 1))
         return (head + "in_heap = near_at - _heap_base()\n"
                 "if total >= RING_FROM_MIN and in_heap >= 0 and in_heap + total <= _heap_size() "
@@ -269,19 +272,18 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
     return head + _far_chunks(put, smallest, scope)
 
 
-def _far_transfer(name, put, smallest, scope, nbi, namespace):
-    """An intrinsic ``(remote_at, local_at, nbytes, pe)``: the calling group's
-    part (``scope``'s) of ``name``, a put (``put``) or get of ``nbytes``
-    between ``remote_at`` on PE ``pe`` and ``local_at`` through the ring
-    (``_far_copy``), as a function of its own (``_outlined``) that takes
-    addresses (an array is seven values). Inlined, its registers were every
-    kernel's that calls the transfer, toward the PEs of its own node too."""
-    setup, start, stride, _sync, _leader = _SCOPE[scope]
-    return _outlined(_compile_source(
-        f"def impl(remote_at, local_at, nbytes, pe):\n{setup}    start = {start}\n"
-        f"    stride = {stride}\n    _proxy_check(pe, {name!r})\n"
-        + _indent(_far_copy(put, "remote_at", "local_at", "nbytes", smallest, scope=scope,
-                            nbi=nbi, addresses=True), 1), namespace))
+def _far_transfer(name, put, remote, local, nbytes, smallest, scope, nbi=False, shift="",
+                  local_shift=""):
+    """Source: the calling group's part (``scope``'s) of ``name``, a put
+    (``put``) or get of ``nbytes`` between the symmetric ``remote`` on PE
+    ``pe`` and ``local`` through the ring (``_far_copy``), inline. As a
+    function of its own it cost more than inline: a kernel is linked from
+    modules compiled apart (numba-shmem's state is one), so ptxas compiled the
+    function to the call ABI's registers, not the kernel's, and the kernel
+    took them all (a block's put_block in a loop: 134 registers, 72 inline,
+    48 in a one-node job; nvJitLink of CUDA 13.5, sm_90)."""
+    return (f"_proxy_check(pe, {name!r})\n"
+            + _far_copy(put, remote, local, nbytes, smallest, shift, local_shift, scope, nbi))
 
 
 def _far_chunks(put, smallest, scope):
@@ -388,6 +390,7 @@ def _far_namespace():
     is a constant false and the path to other nodes folds away
     (``_proxied.compiled_in``)."""
     return {**_proxied.namespace(), "_heap_base": _heap_base, "_heap_size": _heap_size,
+            "_per_call": _per_call,
             "_addr": _addr, "max": max,
             "_store_relaxed": _store_relaxed, "_load_relaxed": _load_relaxed, "_trap": _trap,
             "min": min, "cuda": cuda, "_int64": types.int64}

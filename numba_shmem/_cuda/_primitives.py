@@ -304,6 +304,14 @@ def _now(typingctx):
 
 
 @intrinsic
+def _per_call(typingctx, value):
+    """``value`` (an integer), computed anew at each call (``_ptx.per_call``)."""
+    def codegen(context, builder, sig, args):
+        return _ptx.per_call(builder, args[0])
+    return value(value), codegen
+
+
+@intrinsic
 def _trap(typingctx):
     def codegen(context, builder, sig, args):
         _ptx.trap(builder)

@@ -98,3 +98,14 @@ def globaltimer(builder):
 
 def trap(builder):
     asm(builder, ir.VoidType(), "trap;", "", [])
+
+
+def per_call(builder, value):
+    """``value`` (an i32 or i64) through a move with side effects and no memory
+    clobber: LLVM neither hoists it out of a loop nor merges it with another
+    call's, so that what is computed from it is computed anew at each call."""
+    fnty = ir.FunctionType(value.type, [value.type])
+    reg = _reg(value.type)
+    code = ir.InlineAsm(fnty, f"mov.b{value.type.width} $0, $1;", f"={reg},{reg}",
+                        side_effect=True)
+    return builder.call(code, [value])

@@ -56,39 +56,6 @@ def _compile_source(source, namespace=None):
     return scope["impl"]
 
 
-def _outlined(impl):
-    """An intrinsic for generated source: a call of ``impl`` (which returns
-    nothing; numba compiles it for the argument types of the call) as a
-    function of its own, which LLVM does not inline. The path to other nodes
-    goes this way: inlined, its registers and the values LLVM hoisted out of
-    the caller's loops for it were the whole kernel's (a block's put_block in
-    a loop: 128 registers against 32 in a one-node job, 72 called; it ran at
-    1/6 of the speed toward the PEs of its own node)."""
-    from numba.cuda.extending import intrinsic
-
-    def typed(args):
-        def codegen(context, builder, signature, values):
-            compiled = context.compile_subroutine(builder, impl, signature)
-            function = compiled.fndesc.declare_function(builder.module)
-            conv = compiled.fndesc.call_conv
-            # (the function writes its return slot; cgutils.alloca_once's store
-            # of zero, once this is inlined into a loop, ran in the loop on the
-            # direct path too)
-            with builder.goto_entry_block():
-                slot = builder.alloca(function.args[0].type.pointee)
-            packed = conv._get_arg_packer(signature.args).as_arguments(builder, values)
-            builder.call(function, [slot, *packed], attrs=("noinline",))
-            return context.get_dummy_value()
-        return types.none(*args), codegen
-
-    # (an intrinsic of as many parameters as impl: numba's typing of one with
-    # *args hands the lowering a tuple)
-    names = ", ".join(impl.__code__.co_varnames[:impl.__code__.co_argcount])
-    scope = {"typed": typed}
-    exec(f"def call(typingctx, {names}):\n    return typed(({names},))\n", scope)  # noqa: S102
-    return intrinsic(scope["call"])
-
-
 # -- spin-waits: the back-off every wait loop shares ----------------------------------
 
 _POLLS_BEFORE_SLEEP = 64
@@ -195,8 +162,8 @@ def _lean_copy_source(smallest=1):
     the length allow: for the path to other nodes, where the bus sets the
     pace of a copy into or out of the ring. ``_copy_source``'s four vectors in
     flight took registers that every kernel calling a transfer pays, toward
-    the PEs of its own node too (a block's put_block with that path alone:
-    64 registers, 40 so)."""
+    the PEs of its own node too (linked as for a GPU, a block's put_block in
+    a loop: 120 registers, 72 so)."""
     widths = (16,) + tuple(w for w in (8, 4, 2, 1) if w >= smallest)
     return ("align = dst | src | nbytes\n"
             + _widest(lambda w: f"    i = start * {w}\n    while i < nbytes:\n"
