@@ -8,7 +8,7 @@ from .. import _device_api as api
 from . import _proxied
 from ._addressing import debug_enabled
 from ._far import _far_element, _far_namespace, _far_transfer
-from ._primitives import _heap_base, _load8, _per_call, _store8, _team_entry
+from ._primitives import _heap_base, _load8, _store8, _team_entry
 from ._source import (
     _compile_source, _copy_source, _factory, _indent, _inline, _register, _SCOPE,
     _spin_namespace, _state_offset,
@@ -30,7 +30,6 @@ def _make_collective(name, debug):
     spans = _proxied.compiled_in()
     if spans and scope_sync:  # (as a transfer's: _copies._make_transfer)
         first, step = f"_per_call({first})", f"_per_call({step})"
-        namespace["_per_call"] = _per_call
     head = (f"{setup}    size = _team_entry(team, 0)\n    me = _team_entry(team, 1)\n"
             f"    start = {first}\n    stride = {step}\n")
 

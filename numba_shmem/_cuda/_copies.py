@@ -6,9 +6,7 @@ from numba.cuda.np.numpy_support import as_dtype
 from . import _proxied
 from ._addressing import debug_enabled
 from ._far import _RING_QUIET, _far_element, _far_namespace, _far_signal, _far_transfer
-from ._primitives import (
-    _addr, _fence, _load_acquire, _per_call, _quiet, _remote, _signal_update,
-)
+from ._primitives import _addr, _fence, _load_acquire, _quiet, _remote, _signal_update
 from ._source import (
     _compile_source, _copy_source, _element_width, _factory, _indent, _inline, _register,
     _SCOPE, _spin_namespace,
@@ -32,6 +30,18 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
     """The implementation of put/get/put_signal at one scope: the direct copy,
     or toward a PE on another node, requests into the proxy's ring."""
     setup, start, stride, sync, leader = _SCOPE[scope]
+    spans = _proxied.compiled_in()
+    nbytes = "min(dest.size, source.size) * source.itemsize"
+    if spans and scope:
+        # a warp's or block's place in the copy and its length, computed anew
+        # at each call: hoisted out of the caller's loop, they stayed live
+        # through it beside the path to other nodes' values (linked as for a
+        # GPU, a block's put_block in a loop: 124 registers, 72 so; a
+        # get_block, 71 and 55)
+        start, stride = f"_per_call({start})", f"_per_call({stride})"
+        length = f"_per_call({nbytes})"
+    else:
+        length = nbytes
     if put:
         params = "dest, source, sig, value, sig_op, pe" if signal else "dest, source, pe"
         ends = f"    dst = _remote(dest, pe, {name!r})\n    src = _addr(source)\n"
@@ -40,23 +50,13 @@ def _make_transfer(name, scope, put, signal, debug, itemsize):
         params = "dest, source, pe"
         ends = f"    dst = _addr(dest)\n    src = _remote(source, pe, {name!r})\n"
         check = _OVERRUN.format(name=name, local="dest", remote="source")
-    nbytes = "min(dest.size, source.size) * source.itemsize"
-    ends += f"    nbytes = {nbytes}\n"
+    ends += f"    nbytes = {length}\n"
     smallest = _element_width(itemsize)
     copy = _copy_source(smallest, alone=scope == "")
     namespace = _far_namespace() | _spin_namespace(debug, 0)
-    if _proxied.compiled_in():
+    if spans:
         remote, local = ("dest", "source") if put else ("source", "dest")
         far = _far_transfer(name, put, remote, local, nbytes, smallest, scope, "_nbi" in name)
-        if scope:
-            # a warp's or block's place in the copy and its length, computed
-            # anew at each call: hoisted out of the caller's loop, they stayed
-            # live through it beside the path to other nodes' values (linked
-            # as for a GPU, a block's put_block in a loop: 168 registers, 130
-            # so; a get_block, 71 and 55)
-            start, stride = f"_per_call({start})", f"_per_call({stride})"
-            ends = ends.replace(f"nbytes = {nbytes}", f"nbytes = _per_call({nbytes})")
-            namespace["_per_call"] = _per_call
         source = (f"def impl({params}):\n{check}{setup}    start = {start}\n"
                   f"    stride = {stride}\n    if _far(pe):\n{_indent(far, 2)}"
                   f"    else:\n{_indent(ends + copy, 1)}{sync}")

@@ -206,7 +206,7 @@ def _staged(scope, smallest):
     heap, _transport/_ring.py), the group copies the data into it at the
     source's offset from a 16-byte boundary (in pieces no narrower than
     ``smallest``, the element's width: the edges of every narrower width cost
-    registers, 130 against 72 in a block's put_block of float64 in a loop), and the first thread posts a
+    registers, 90 against 72 in a block's put_block of float64 in a loop), and the first thread posts a
     non-blocking PUT_FROM from there, which the proxy copies out and gives the
     segment back. The call returns once the group's copy is done, with no wait
     for the proxy (a blocking PUT_FROM waits for its copy out and DONE: on an
@@ -277,11 +277,11 @@ def _far_transfer(name, put, remote, local, nbytes, smallest, scope, nbi=False, 
     """Source: the calling group's part (``scope``'s) of ``name``, a put
     (``put``) or get of ``nbytes`` between the symmetric ``remote`` on PE
     ``pe`` and ``local`` through the ring (``_far_copy``), inline. As a
-    function of its own it cost more than inline: a kernel is linked from
-    modules compiled apart (numba-shmem's state is one), so ptxas compiled the
-    function to the call ABI's registers, not the kernel's, and the kernel
-    took them all (a block's put_block in a loop: 134 registers, 72 inline,
-    48 in a one-node job; nvJitLink of CUDA 13.5, sm_90)."""
+    function of its own it cost more than inline: numba-cuda links a kernel's
+    PTX through nvJitLink, which compiles it for separate linking (no
+    link-time optimization), so the function took the call ABI's registers,
+    not the kernel's, and the kernel took them all (a block's put_block in a
+    loop: 134 registers, 72 inline, 48 in a one-node job; CUDA 13.5, sm_90)."""
     return (f"_proxy_check(pe, {name!r})\n"
             + _far_copy(put, remote, local, nbytes, smallest, shift, local_shift, scope, nbi))
 

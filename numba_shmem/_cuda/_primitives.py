@@ -305,7 +305,10 @@ def _now(typingctx):
 
 @intrinsic
 def _per_call(typingctx, value):
-    """``value`` (an integer), computed anew at each call (``_ptx.per_call``)."""
+    """``value`` (an integer of 32 or 64 bits), computed anew at each call
+    (``_ptx.per_call``)."""
+    if not isinstance(value, types.Integer) or value.bitwidth not in (32, 64):
+        return None
     def codegen(context, builder, sig, args):
         return _ptx.per_call(builder, args[0])
     return value(value), codegen

@@ -104,6 +104,7 @@ def per_call(builder, value):
     """``value`` (an i32 or i64) through a move with side effects and no memory
     clobber: LLVM neither hoists it out of a loop nor merges it with another
     call's, so that what is computed from it is computed anew at each call."""
+    assert value.type in (i32, i64), value.type
     fnty = ir.FunctionType(value.type, [value.type])
     reg = _reg(value.type)
     code = ir.InlineAsm(fnty, f"mov.b{value.type.width} $0, $1;", f"={reg},{reg}",
