@@ -206,9 +206,9 @@ def _staged(scope, smallest):
     heap, _transport/_ring.py), the group copies the data into it at the
     source's offset from a 16-byte boundary (in pieces no narrower than
     ``smallest``, the element's width: the edges of every narrower width cost
-    registers, 90 against 72 in a block's put_block of float64 in a loop), and the first thread posts a
-    non-blocking PUT_FROM from there, which the proxy copies out and gives the
-    segment back. The call returns once the group's copy is done, with no wait
+    registers, 90 against 72 in a block's put_block of float64 in a loop),
+    and the first thread posts a non-blocking PUT_FROM from there, which the
+    proxy copies out and gives the segment back. The call returns once the group's copy is done, with no wait
     for the proxy (a blocking PUT_FROM waits for its copy out and DONE: on an
     H200 about 29 us a put of 64 KiB). The group meets before (tickets only
     once every thread is here) and between its copy and the post."""
