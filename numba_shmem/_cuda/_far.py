@@ -10,8 +10,8 @@ from ._primitives import (
     _addr, _heap_base, _heap_size, _load_relaxed, _per_call, _store_relaxed, _trap,
 )
 from ._source import (
-    _BACKOFF, _BACKOFF_START, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _compile_source, _copy_source,
-    _indent, _lean_copy_source, _widest,
+    _BACKOFF, _BACKOFF_START, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _copy_source, _indent,
+    _lean_copy_source, _widest,
 )
 
 
@@ -208,10 +208,11 @@ def _staged(scope, smallest):
     ``smallest``, the element's width: the edges of every narrower width cost
     registers, 90 against 72 in a block's put_block of float64 in a loop),
     and the first thread posts a non-blocking PUT_FROM from there, which the
-    proxy copies out and gives the segment back. The call returns once the group's copy is done, with no wait
-    for the proxy (a blocking PUT_FROM waits for its copy out and DONE: on an
-    H200 about 29 us a put of 64 KiB). The group meets before (tickets only
-    once every thread is here) and between its copy and the post."""
+    proxy copies out and gives the segment back. The call returns once the
+    group's copy is done, with no wait for the proxy (a blocking PUT_FROM
+    waits for its copy out and DONE: on an H200 about 29 us a put of 64 KiB).
+    The group meets before (tickets only once every thread is here) and
+    between its copy and the post."""
     _setup, start, stride, sync, leader = _SCOPE[scope]
     sync = sync.lstrip()
     if scope == "_warp":
