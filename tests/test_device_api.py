@@ -226,16 +226,17 @@ def _linked_registers(nodes):
 def test_the_path_to_other_nodes_costs_the_direct_path_few_registers():
     """A kernel that calls a transfer in a loop, linked as numba-cuda links it
     for a GPU (nvJitLink, which compiles PTX for separate linking), takes at
-    most 32 registers more where the job spans nodes than in a job of one
-    node (CUDA 13.5: 6 to 24 more). The path to other nodes is inline, and
-    the group's place in the copy and its length are computed at each call:
-    as a function of its own, the path took the call ABI's registers (a
+    most 16 registers more where the job spans nodes than in a job of one
+    node (CUDA 13.5: 8 fewer to 8 more). The path to other nodes is inline,
+    and what LLVM would hoist out of the caller's loop is computed at each
+    call: as a function of its own, the path took the call ABI's registers (a
     block's put_block in a loop: 134 against 48), and values hoisted out of
-    the loop stayed live through it."""
+    the loop stayed live through it (72 with the device state's reads
+    hoisted)."""
     one, spanning = _linked_registers(False), _linked_registers(True)
     assert one.keys() == spanning.keys() and one
     for kernel, count in spanning.items():
-        assert count <= one[kernel] + 32, (kernel, count, one[kernel])
+        assert count <= one[kernel] + 16, (kernel, count, one[kernel])
 
 
 def test_the_path_to_other_nodes_is_compiled_only_where_the_job_spans_nodes(ptx, nodes_ptx):

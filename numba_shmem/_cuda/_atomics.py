@@ -34,7 +34,7 @@ def _far_atomic(name, op, fetching, dtype):
     cond = "cond" if "cond" in params else "0"
     code = _proxied.atomic_code(op, as_dtype(dtype), fetching)
     source = (f"def impl({params}):\n    _proxy_check(pe, {name!r})\n"
-              + _indent(_post_marked(code, "pe", f"_addr({target}) - _heap_base()",
+              + _indent(_post_marked(code, "pe", f"_addr({target}) - _far_heap_base()",
                               f"_bits({target}, {value})", f"_bits({target}, {cond})"), 1))
     if fetching:
         source += (_indent(_ANSWER, 1)

@@ -7,10 +7,10 @@ from numba import cuda, types
 from .. import _device_api as api
 from . import _proxied
 from ._primitives import (
-    _addr, _heap_base, _heap_size, _load_relaxed, _per_call, _store_relaxed, _trap,
+    _addr, _far_left, _heap_base, _heap_size, _load_relaxed, _per_call, _store_relaxed, _trap,
 )
 from ._source import (
-    _BACKOFF, _BACKOFF_START, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _copy_source, _indent,
+    _BACKOFF_START, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _backoff, _copy_source, _indent,
     _lean_copy_source, _widest,
 )
 
@@ -25,7 +25,7 @@ from ._source import (
 
 def _spin(condition):
     """Source: wait, with the waits' back-off, while ``condition`` holds."""
-    return _BACKOFF_START + f"while {condition}:\n" + _indent(_BACKOFF, 1)
+    return _BACKOFF_START + f"while {condition}:\n" + _indent(_backoff("_far_left"), 1)
 
 
 def _free_wait(ticket, copy, keep, freed, waits, count):
@@ -258,14 +258,14 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
     # (the length computed at each call, as the direct path's is: a warp's
     # put_warp in a loop, 80 registers against 62)
     head = (f"total = _per_call({nbytes})\n"
-            f"far_at = _addr({remote}) - _heap_base(){shift}\n"
+            f"far_at = _addr({remote}) - _far_heap_base(){shift}\n"
             f"near_at = _addr({local}){local_shift}\n")
     if put:
         from_heap = _from_heap(scope, nbi)
         if scope and not nbi:
             from_heap = ("if total <= RING_STAGE_PIECE:\n" + _indent(_staged(scope, smallest), 1)
                          + "else:\n" + _indent(from_heap, 1))
-        return (head + "in_heap = near_at - _heap_base()\n"
+        return (head + "in_heap = near_at - _far_heap_base()\n"
                 "if total >= RING_FROM_MIN and in_heap >= 0 and in_heap + total <= _heap_size() "
                 "and _ring_from() != 0:\n"
                 + _indent(from_heap, 1) + "else:\n"
@@ -324,11 +324,15 @@ def _far_chunks(put, smallest, scope):
                    "    first_t = _ring_claim_many(nchunks)\n"
                    "first_t = cuda.shfl_sync(mask, first_t, 0)\n")
     else:
+        # (the warp's place and the lane's computed at each call, as the
+        # group's place in the direct path's copy: hoisted out of the caller's
+        # loop they kept registers through it)
+        lanes = f"min(32, {_BLOCK_SIZE} - ({_BLOCK_RANK} - cuda.laneid))"
         tickets = (count
-                   + f"lanes = min(32, {_BLOCK_SIZE} - ({_BLOCK_RANK} - cuda.laneid))\n"
+                   + f"lanes = _per_call({lanes})\n"
                    "mask = -1 if lanes == 32 else (1 << lanes) - 1\n"
-                   f"warp = {_BLOCK_RANK} >> 5\n"
-                   f"nwarps = ({_BLOCK_SIZE} + 31) >> 5\n"
+                   f"warp = _per_call({_BLOCK_RANK} >> 5)\n"
+                   f"nwarps = _per_call(({_BLOCK_SIZE} + 31) >> 5)\n"
                    "first_at = cuda.shared.array(1, _int64)\n"
                    "cuda.syncthreads()\n"
                    "if warp == 0 and cuda.laneid == 0 and nchunks > 0:\n"
@@ -337,7 +341,7 @@ def _far_chunks(put, smallest, scope):
                    "first_t = first_at[0]\n")
     # the group copy, this lane of the warp's lanes, in names of its own (the
     # caller's start, stride, dst, ... stay as they are)
-    between = ("w_dst = {dst}\nw_src = {src}\nw_nbytes = n\nw_start = cuda.laneid\n"
+    between = ("w_dst = {dst}\nw_src = {src}\nw_nbytes = n\nw_start = _per_call(cuda.laneid)\n"
                "w_stride = lanes\nif True:\n" + _renamed(_indent(_lean_copy_source(smallest), 1)))
     chunk += ("t = first_t + c\n"
               "slot = t & RING_MASK\n"
@@ -371,14 +375,14 @@ def _far_signal(sig, value, sig_op, pe):
     """Source: post a signal update (sig_op SIGNAL_SET or SIGNAL_ADD; any other
     stops the kernel, as on the direct path) to ``sig`` on PE ``pe``."""
     return (f"if {sig_op} != {api.SIGNAL_SET} and {sig_op} != {api.SIGNAL_ADD}:\n    _trap()\n"
-            + _post_marked(f"RING_SIGNAL + ({sig_op} << 16)", pe, f"_addr({sig}) - _heap_base()",
-                           f"_bits({sig}, {value})"))
+            + _post_marked(f"RING_SIGNAL + ({sig_op} << 16)", pe,
+                           f"_addr({sig}) - _far_heap_base()", f"_bits({sig}, {value})"))
 
 
 def _far_element(name, array, at, pe, put, value=None, result="v"):
     """Source: one element of ``array`` at address ``at`` (on this PE's heap),
     put (``value``) to or got (into ``result``) from PE ``pe``."""
-    offset = f"{at} - _heap_base()"
+    offset = f"{at} - _far_heap_base()"
     if put:  # (the value in COND)
         return _post_marked("RING_PUT", pe, offset, f"{array}.itemsize",
                             f"_bits({array}, {value})")
@@ -391,7 +395,7 @@ def _far_namespace():
     is a constant false and the path to other nodes folds away
     (``_proxied.compiled_in``)."""
     return {**_proxied.namespace(), "_heap_base": _heap_base, "_heap_size": _heap_size,
-            "_per_call": _per_call,
+            "_per_call": _per_call, "_far_left": _far_left,
             "_addr": _addr, "max": max,
             "_store_relaxed": _store_relaxed, "_load_relaxed": _load_relaxed, "_trap": _trap,
             "min": min, "cuda": cuda, "_int64": types.int64}

@@ -338,14 +338,15 @@ def _load_relaxed(typingctx, like, address):
     return like.dtype(like, address), codegen
 
 
-def state_word(field):
-    """An intrinsic that reads the device state's 64-bit ``field`` as an int64."""
+def state_word(field, per_call=False):
+    """An intrinsic that reads the device state's 64-bit ``field`` as an int64
+    (``per_call``: at each call, ``load_field``)."""
     @intrinsic
     def read(typingctx):
         def codegen(context, builder, sig, args):
             from ._state import load_field
 
-            return load_field(context, builder, field)
+            return load_field(context, builder, field, per_call)
         return types.int64(), codegen
     return read
 
@@ -398,17 +399,23 @@ def _publish_epoch(typingctx, address, value):
     return types.void(address, value), codegen
 
 
-@intrinsic
-def _left(typingctx):
-    """Whether this PE has left the job (its host is exiting): a word of mapped
-    host memory that the host sets and waits read at system scope."""
-    def codegen(context, builder, sig, args):
-        from ._state import load_field
+def _leaving(per_call):
+    @intrinsic
+    def left(typingctx):
+        def codegen(context, builder, sig, args):
+            from ._state import load_field
 
-        word = _ptx.load(builder, load_field(context, builder, "leaving"), ir.IntType(32),
-                         "relaxed")
-        return builder.icmp_unsigned("!=", word, ir.Constant(ir.IntType(32), 0))
-    return types.boolean(), codegen
+            word = _ptx.load(builder, load_field(context, builder, "leaving", per_call),
+                             ir.IntType(32), "relaxed")
+            return builder.icmp_unsigned("!=", word, ir.Constant(ir.IntType(32), 0))
+        return types.boolean(), codegen
+    return left
+
+
+#: Whether this PE has left the job (its host is exiting): a word of mapped
+#: host memory that the host sets and waits read at system scope
+_left = _leaving(False)
+_far_left = _leaving(True)
 
 
 @intrinsic

@@ -135,6 +135,10 @@ def _proxy_check(typingctx, pe, name):
 
 #: the ring's address (0 where the job has no proxy)
 _ring_base = state_word("proxy_ring")
+#: this PE's heap address, read at each call: a request's offsets are from it
+#: (the direct path's invariant read, hoisted out of the caller's loop, kept a
+#: register through it)
+_far_heap_base = state_word("heap_base", per_call=True)
 
 
 #: the words at ``proxy_tickets`` (GPU memory): the ring's ticket counter, the
@@ -151,7 +155,8 @@ def _tickets_word(index, instruction, operand=False):
     ``proxy_tickets`` ($1 its address, $0 the int64 it gives; ``operand``: it
     takes an int64, $2)."""
     def emit(context, builder, args):
-        at = builder.add(load_field(context, builder, "proxy_tickets"), _i64(8 * index))
+        at = builder.add(load_field(context, builder, "proxy_tickets", per_call=True),
+                         _i64(8 * index))
         return _ptx.asm(builder, _i64, instruction, "=l,l,l" if operand else "=l,l",
                         [at, *args])
 
@@ -257,6 +262,7 @@ def namespace():
 
 _NAMESPACE = {
     "_far": _far, "_proxy_check": _proxy_check, "_ring_base": _ring_base,
+    "_far_heap_base": _far_heap_base,
     "_ring_claim": _ring_claim, "_ring_claim_many": _ring_claim_many,
     "_ring_posted": _ring_posted, "_load_word": _load_word,
     "_stage_claim": _stage_claim, "_stage_base": _stage_base, "_ring_from": _ring_from,

@@ -77,8 +77,10 @@ _BACKOFF_START = "polls = 0\npause = 0\nspun_from = 0\n"
 #: MAX_SLEEP; and stop the kernel if this PE has left the job (it exits: nobody
 #: is coming), which it looks at once every GONE_POLLS polls: the word is in
 #: mapped host memory, and a read over the bus (1.3 us on an H200) at every poll
-#: would slow each poll as much
-_BACKOFF = """polls += 1
+#: would slow each poll as much. ``left``: the name of the intrinsic that
+#: says so (``_far_left`` in the path to other nodes: _far.py)
+def _backoff(left="_left"):
+    return f"""polls += 1
 if polls > POLLS:
     if pause != 0:
         _nanosleep(pause)
@@ -87,10 +89,13 @@ if polls > POLLS:
         spun_from = _now()
     elif polls % 16 == 0 and _now() - spun_from > SPIN_NS:
         pause = 32
-    if polls % GONE_POLLS == 0 and _left():
+    if polls % GONE_POLLS == 0 and {left}():
         if DEBUG:
             print('numba-shmem: PE', _my_pe(), 'left the job while this kernel waited')
         _trap()"""
+
+
+_BACKOFF = _backoff()
 
 
 def _spin_namespace(debug, timeout_ns):

@@ -22,6 +22,7 @@ from .._device_api import cache_refused
 from .._errors import ShmemUsageError
 from ._driver import call
 from ._enqueue import outside_capture
+from ._ptx import per_call as per_call_value
 
 SYMBOL = "numba_shmem_state"
 
@@ -120,16 +121,21 @@ def _constant_symbol(module, name, nbytes):
         return variable
 
 
-def load_field(context, builder, field):
-    """Emit a load of one field of the state; returns an LLVM value."""
+def load_field(context, builder, field, per_call=False):
+    """Emit a load of one field of the state; returns an LLVM value. An
+    invariant load, which LLVM may hoist out of the caller's loops; or
+    (``per_call``) one at each call, from an offset that ``_ptx.per_call``
+    computes anew, so that the value takes no register through the loop."""
     use_state(context)
     variable = _constant_symbol(builder.module, SYMBOL, STATE_DTYPE.itemsize)
     dtype, offset = STATE_DTYPE.fields[field][:2]
     llty = ir.IntType(8 * dtype.itemsize)
     i32 = ir.IntType(32)
-    address = builder.gep(variable, [i32(0), i32(offset)], inbounds=True)
+    at = per_call_value(builder, i32(offset)) if per_call else i32(offset)
+    address = builder.gep(variable, [i32(0), at], inbounds=True)
     address = builder.bitcast(address, llty.as_pointer(addrspace=_CONSTANT))
-    return invariant(builder, builder.load(address, align=dtype.itemsize))
+    load = builder.load(address, align=dtype.itemsize)
+    return load if per_call else invariant(builder, load)
 
 
 def load_peer_base(context, builder, pe):

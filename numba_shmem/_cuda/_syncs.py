@@ -71,7 +71,7 @@ def _make_barrier(name, scope, complete, debug, timeout_ns):
 
     setup, _start, _stride, sync, leader = _SCOPE[scope]
     team = "0" if name.startswith(("barrier_all", "sync_all")) else "team"
-    post = _post("RING_SIGNAL_MAX", "member", "base + 8 * me - _heap_base()", "epoch")
+    post = _post("RING_SIGNAL_MAX", "member", "base + 8 * me - _far_heap_base()", "epoch")
     body = _SYNC.replace("NAME", repr(name)).replace("TEAM", team).replace(
         "DEPARTED", _departures_offset("n")).replace(
         "BACKOFF_START\n", _indent(_BACKOFF_START, 2)).replace(
