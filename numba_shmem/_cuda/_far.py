@@ -7,7 +7,7 @@ from numba import cuda, types
 from .. import _device_api as api
 from . import _proxied
 from ._primitives import (
-    _addr, _far_left, _heap_base, _heap_size, _load_relaxed, _per_call, _store_relaxed, _trap,
+    _addr, _heap_size, _load_relaxed, _per_call, _store_relaxed, _trap,
 )
 from ._source import (
     _BACKOFF_START, _BLOCK_RANK, _BLOCK_SIZE, _SCOPE, _backoff, _copy_source, _indent,
@@ -258,14 +258,15 @@ def _far_copy(put, remote, local, nbytes, smallest, shift="", local_shift="", sc
     # (the length computed at each call, as the direct path's is: a warp's
     # put_warp in a loop, 80 registers against 62)
     head = (f"total = _per_call({nbytes})\n"
-            f"far_at = _addr({remote}) - _far_heap_base(){shift}\n"
+            "heap_at = _far_heap_base()\n"
+            f"far_at = _addr({remote}) - heap_at{shift}\n"
             f"near_at = _addr({local}){local_shift}\n")
     if put:
         from_heap = _from_heap(scope, nbi)
         if scope and not nbi:
             from_heap = ("if total <= RING_STAGE_PIECE:\n" + _indent(_staged(scope, smallest), 1)
                          + "else:\n" + _indent(from_heap, 1))
-        return (head + "in_heap = near_at - _far_heap_base()\n"
+        return (head + "in_heap = near_at - heap_at\n"
                 "if total >= RING_FROM_MIN and in_heap >= 0 and in_heap + total <= _heap_size() "
                 "and _ring_from() != 0:\n"
                 + _indent(from_heap, 1) + "else:\n"
@@ -282,7 +283,7 @@ def _far_transfer(name, put, remote, local, nbytes, smallest, scope, nbi=False, 
     PTX through nvJitLink, which compiles it for separate linking (no
     link-time optimization), so the function took the call ABI's registers,
     not the kernel's, and the kernel took them all (a block's put_block in a
-    loop: 134 registers, 72 inline, 48 in a one-node job; CUDA 13.5, sm_90)."""
+    loop: 134 registers, 56 inline, 48 in a one-node job; CUDA 13.5, sm_90)."""
     return (f"_proxy_check(pe, {name!r})\n"
             + _far_copy(put, remote, local, nbytes, smallest, shift, local_shift, scope, nbi))
 
@@ -394,8 +395,7 @@ def _far_namespace():
     """What the sources that may post refer to: in a job on one node, ``_far``
     is a constant false and the path to other nodes folds away
     (``_proxied.compiled_in``)."""
-    return {**_proxied.namespace(), "_heap_base": _heap_base, "_heap_size": _heap_size,
-            "_per_call": _per_call, "_far_left": _far_left,
+    return {**_proxied.namespace(), "_heap_size": _heap_size, "_per_call": _per_call,
             "_addr": _addr, "max": max,
             "_store_relaxed": _store_relaxed, "_load_relaxed": _load_relaxed, "_trap": _trap,
             "min": min, "cuda": cuda, "_int64": types.int64}

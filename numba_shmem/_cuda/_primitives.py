@@ -400,6 +400,10 @@ def _publish_epoch(typingctx, address, value):
 
 
 def _leaving(per_call):
+    """An intrinsic: whether this PE has left the job (its host is exiting),
+    a word of mapped host memory that the host sets and waits read at system
+    scope; its address read at each call where ``per_call``
+    (``load_field``)."""
     @intrinsic
     def left(typingctx):
         def codegen(context, builder, sig, args):
@@ -412,10 +416,7 @@ def _leaving(per_call):
     return left
 
 
-#: Whether this PE has left the job (its host is exiting): a word of mapped
-#: host memory that the host sets and waits read at system scope
 _left = _leaving(False)
-_far_left = _leaving(True)
 
 
 @intrinsic

@@ -17,7 +17,7 @@ from numba.cuda.extending import intrinsic
 from .._transport import _ring
 from . import _ptx
 from ._addressing import debug_enabled, fail
-from ._primitives import as_pe, state_word
+from ._primitives import _leaving, as_pe, state_word
 from ._state import load_field, load_peer_base
 
 _i64 = ir.IntType(64)
@@ -135,10 +135,12 @@ def _proxy_check(typingctx, pe, name):
 
 #: the ring's address (0 where the job has no proxy)
 _ring_base = state_word("proxy_ring")
-#: this PE's heap address, read at each call: a request's offsets are from it
-#: (the direct path's invariant read, hoisted out of the caller's loop, kept a
-#: register through it)
+#: this PE's heap address, which a request's offsets are from, and whether
+#: this PE has left the job (the path's waits), read at each call: the direct
+#: path's invariant reads, hoisted out of the caller's loop, kept registers
+#: through it
 _far_heap_base = state_word("heap_base", per_call=True)
+_far_left = _leaving(True)
 
 
 #: the words at ``proxy_tickets`` (GPU memory): the ring's ticket counter, the
@@ -262,7 +264,7 @@ def namespace():
 
 _NAMESPACE = {
     "_far": _far, "_proxy_check": _proxy_check, "_ring_base": _ring_base,
-    "_far_heap_base": _far_heap_base,
+    "_far_heap_base": _far_heap_base, "_far_left": _far_left,
     "_ring_claim": _ring_claim, "_ring_claim_many": _ring_claim_many,
     "_ring_posted": _ring_posted, "_load_word": _load_word,
     "_stage_claim": _stage_claim, "_stage_base": _stage_base, "_ring_from": _ring_from,

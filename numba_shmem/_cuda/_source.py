@@ -72,14 +72,17 @@ _MAX_SLEEP_NS = 256
 
 #: A spin-wait's state, before its loop (``pause`` 0: not sleeping yet)
 _BACKOFF_START = "polls = 0\npause = 0\nspun_from = 0\n"
-#: One more poll of a spin-wait: after POLLS polls, note the time; past SPIN_NS
-#: from then (looked at every 16th poll), sleep, from 32 ns doubling up to
-#: MAX_SLEEP; and stop the kernel if this PE has left the job (it exits: nobody
-#: is coming), which it looks at once every GONE_POLLS polls: the word is in
-#: mapped host memory, and a read over the bus (1.3 us on an H200) at every poll
-#: would slow each poll as much. ``left``: the name of the intrinsic that
-#: says so (``_far_left`` in the path to other nodes: _far.py)
+
+
 def _backoff(left="_left"):
+    """Source: one more poll of a spin-wait. After POLLS polls, note the time;
+    past SPIN_NS from then (looked at every 16th poll), sleep, from 32 ns
+    doubling up to MAX_SLEEP; and stop the kernel if this PE has left the job
+    (it exits: nobody is coming), which it looks at once every GONE_POLLS
+    polls: the word is in mapped host memory, and a read over the bus (1.3 us
+    on an H200) at every poll would slow each poll as much. ``left``: the name
+    of the intrinsic that says so (``_far_left`` in the path to other nodes:
+    _proxied.py)."""
     return f"""polls += 1
 if polls > POLLS:
     if pause != 0:
@@ -95,6 +98,7 @@ if polls > POLLS:
         _trap()"""
 
 
+#: ``_backoff`` with ``_left``: every wait's but the path to other nodes'
 _BACKOFF = _backoff()
 
 
