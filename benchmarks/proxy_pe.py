@@ -445,7 +445,8 @@ def main():
     win, put_window = mpi_window(comm, buf)
     results = {"backend": shmem._runtime.current().backend, "window": WINDOW,
                "npes": shmem.n_pes(),
-               "mpi": MPI.Get_library_version().splitlines()[0], "bandwidth": [],
+               "mpi": MPI.Get_library_version().strip("\x00").splitlines()[0].strip(),
+               "bandwidth": [],
                "mpi_put_window": put_window,
                # the CPUs each rank may run on (its proxy thread shares them)
                "cpus": comm.allgather(sorted(os.sched_getaffinity(0)))}

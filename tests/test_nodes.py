@@ -248,6 +248,10 @@ def test_the_compiled_proxy_reaches_a_heap_as_it_reaches_a_gpus(program, args, e
     if debug == "1":
         assert "the heap reached through copies and a batch of atomics at a time" in \
             result.stderr, result.stderr
+        # (and whether the MPI says it could address a GPU's heap itself)
+        assert re.search(r"data staged through host memory \(this MPI (cannot address GPU "
+                         r"memory: MPIX_\w+\(|says it can address GPU memory, MPIX_\w+\(|has "
+                         r"no query of whether)", result.stderr), result.stderr
     lines = pe_lines(result)
     assert len(lines) == expected and all("ok" in line or "refused" in line
                                           or "still serves" in line for line in lines), lines

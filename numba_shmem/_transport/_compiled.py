@@ -199,9 +199,20 @@ class CompiledProxy:
                          if device.from_min else "; kernels' puts staged by their "
                          "threads (the proxy's copies would wait for the application's time "
                          "slice: no MPS)")
+            staged = "data staged through host memory"
+            if target is not None:
+                staged += {
+                    True: f" (this MPI says it can address GPU memory, {self._mpi.gpu_query}: "
+                          "the proxy stages it all the same)",
+                    False: f" (this MPI cannot address GPU memory: {self._mpi.gpu_query} "
+                           "says so)",
+                    None: " (this MPI has no query of whether it can address GPU memory)",
+                }[self._mpi.gpu_memory]
+            # (Open MPI's version string ends in a NUL)
+            version = MPI.Get_library_version().strip("\x00").splitlines()[0].strip()
             print(f"numba-shmem: PE {self.rank}: PEs on other nodes through the proxy: its "
-                  f"request path compiled, over MPI ({MPI.Get_library_version().splitlines()[0]});"
-                  f" data staged through host memory; {heap}", file=sys.stderr, flush=True)
+                  f"request path compiled, over MPI ({version}); {staged}; {heap}",
+                  file=sys.stderr, flush=True)
 
     def _expose(self):
         """The loop's out units, allocated by MPI as a window of this PE

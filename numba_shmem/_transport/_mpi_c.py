@@ -34,6 +34,24 @@ def _library_path():
         "(pip install 'numba-shmem[mpi]')")
 
 
+def gpu_memory(lib):
+    """Whether the MPI library ``lib`` (a ctypes library) says it can address
+    CUDA GPU memory: True, False, or None where it has no query of it; and
+    the query asked."""
+    try:  # (Open MPI's extension)
+        return bool(lib.MPIX_Query_cuda_support()), "MPIX_Query_cuda_support()"
+    except AttributeError:
+        pass
+    try:  # (MPICH's, from 4.0; MPIX_GPU_SUPPORT_CUDA is 0)
+        query = lib.MPIX_GPU_query_support
+    except AttributeError:
+        return None, ""
+    supported = ctypes.c_int(0)
+    if query(0, ctypes.byref(supported)) != 0:
+        return None, ""
+    return bool(supported.value), "MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA)"
+
+
 class MPIC:
     """The functions and handles of MPI's C API the engine uses, for the
     communicator ``comm`` (an mpi4py communicator)."""
@@ -70,6 +88,8 @@ class MPIC:
         self.any_source = MPI.ANY_SOURCE
         self.any_tag = MPI.ANY_TAG
         self.source_at, self.tag_at = self._status_layout(comm)
+        #: whether this MPI says it can address GPU memory (``gpu_memory``)
+        self.gpu_memory, self.gpu_query = gpu_memory(lib)
 
     def _status_layout(self, comm):
         """The int32 indexes of MPI_SOURCE and MPI_TAG in an MPI_Status: a
