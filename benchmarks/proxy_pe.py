@@ -22,6 +22,7 @@ import numba_shmem as shmem  # first: on a machine without a GPU it picks the si
 from mpi4py import MPI
 from numba import cuda
 from numba_shmem._transport import _engine
+from numba_shmem._transport._mpi_c import library_version
 
 WINDOW = 16  # messages in flight per bandwidth round, as osu_bw's window
 ROUNDS = 3
@@ -445,8 +446,7 @@ def main():
     win, put_window = mpi_window(comm, buf)
     results = {"backend": shmem._runtime.current().backend, "window": WINDOW,
                "npes": shmem.n_pes(),
-               "mpi": MPI.Get_library_version().strip("\x00").splitlines()[0].strip(),
-               "bandwidth": [],
+               "mpi": library_version(), "bandwidth": [],
                "mpi_put_window": put_window,
                # the CPUs each rank may run on (its proxy thread shares them)
                "cpus": comm.allgather(sorted(os.sched_getaffinity(0)))}

@@ -20,7 +20,7 @@ import numpy as np
 from .._errors import ShmemPerformanceWarning, ShmemTimeoutError, ShmemUsageError
 from .._resources import UndoStack
 from . import _engine, _ring
-from ._mpi_c import MPIC
+from ._mpi_c import MPIC, library_version
 
 _SLOTS, _CHUNK = _ring.SLOTS, _ring.CHUNK
 _DESC = _ring.DESCRIPTOR // 8
@@ -208,10 +208,8 @@ class CompiledProxy:
                            "says so)",
                     None: " (this MPI has no query of whether it can address GPU memory)",
                 }[self._mpi.gpu_memory]
-            # (Open MPI's version string ends in a NUL)
-            version = MPI.Get_library_version().strip("\x00").splitlines()[0].strip()
             print(f"numba-shmem: PE {self.rank}: PEs on other nodes through the proxy: its "
-                  f"request path compiled, over MPI ({version}); {staged}; {heap}",
+                  f"request path compiled, over MPI ({library_version()}); {staged}; {heap}",
                   file=sys.stderr, flush=True)
 
     def _expose(self):

@@ -34,6 +34,14 @@ def _library_path():
         "(pip install 'numba-shmem[mpi]')")
 
 
+def library_version():
+    """The first line of the MPI library's version string (Open MPI's ends in
+    a NUL, which it leaves out)."""
+    from mpi4py import MPI
+
+    return MPI.Get_library_version().strip("\x00").splitlines()[0].strip()
+
+
 def gpu_memory(lib):
     """Whether the MPI library ``lib`` (a ctypes library) says it can address
     CUDA GPU memory: True, False, or None where it has no query of it; and
