@@ -36,12 +36,14 @@ def mps_daemon(jobdir, gpus=1):
     return daemon
 
 
-def emulated_nodes(npes, node_size, command, mpiexec_args="--bind-to none", timeout=1800):
+def emulated_nodes(npes, node_size, command, mpiexec_args="--bind-to none", timeout=1800,
+                   stderr=subprocess.PIPE):
     """Run ``command`` (a list, after the Python interpreter) as ``npes``
     ranks of ``mpiexec`` in emulated nodes of ``node_size`` PEs
     (NUMBA_SHMEM_NODE_SIZE); on one GPU they share it through a private MPS
-    daemon, as shmem-run's PEs would. The finished process (its output
-    captured)."""
+    daemon, as shmem-run's PEs would. The finished process (its stdout
+    captured; its stderr too, unless ``stderr`` is None: then the ranks'
+    stderr goes to ours as they write it)."""
     mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
     flags = ["--allow-run-as-root", "--oversubscribe"] if os.geteuid() == 0 else []
     env = dict(os.environ, NUMBA_SHMEM_NODE_SIZE=str(node_size), OMPI_MCA_plm_rsh_agent="false")
@@ -50,8 +52,8 @@ def emulated_nodes(npes, node_size, command, mpiexec_args="--bind-to none", time
     with tempfile.TemporaryDirectory() as jobdir:
         daemon = mps_daemon(jobdir)
         try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                  env={**env, **(daemon.env if daemon else {})})
+            return subprocess.run(argv, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                  timeout=timeout, env={**env, **(daemon.env if daemon else {})})
         finally:
             if daemon:
                 daemon.stop()

@@ -15,6 +15,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -23,6 +24,10 @@ from mpi4py import MPI
 from numba import cuda
 from numba_shmem._transport import _engine
 from numba_shmem._transport._mpi_c import library_version
+
+# (its kernels of one block are meant: on stderr, where the rows of bandwidth go
+# as they are measured, numba-cuda's warning at each launch was noise)
+warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
 
 WINDOW = 16  # messages in flight per bandwidth round, as osu_bw's window
 ROUNDS = 3
