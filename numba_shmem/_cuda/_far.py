@@ -283,7 +283,7 @@ def _far_transfer(name, put, remote, local, nbytes, smallest, scope, nbi=False, 
     PTX through nvJitLink, which compiles it for separate linking (no
     link-time optimization), so the function took the call ABI's registers,
     not the kernel's, and the kernel took them all (a block's put_block in a
-    loop: 134 registers, 56 inline, 48 in a one-node job; CUDA 13.5, sm_90)."""
+    loop: 124 registers, 56 inline, 48 in a one-node job; CUDA 13.5, sm_90)."""
     return (f"_proxy_check(pe, {name!r})\n"
             + _far_copy(put, remote, local, nbytes, smallest, shift, local_shift, scope, nbi))
 
