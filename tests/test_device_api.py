@@ -230,7 +230,7 @@ def test_the_path_to_other_nodes_costs_the_direct_path_few_registers():
     in a job of one node (CUDA 13.5: 8 fewer to 8 more). The path to other
     nodes is inline, and what LLVM would hoist out of the caller's loop is
     computed at each call: as a function of its own, the path took the call
-    ABI's registers (a block's put_block in a loop: 134 against 48), and
+    ABI's registers (a block's put_block in a loop: 124 against 48), and
     values hoisted out of the loop stayed live through it (72 with the device
     state's reads hoisted)."""
     one, spanning = _linked_registers(False), _linked_registers(True)

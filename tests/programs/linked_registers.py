@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import rma_pe  # noqa: E402  (benchmarks/rma.py's kernels)
 
 f64, i64 = types.float64[::1], types.int64
-CHUNKED = (f64, f64, types.int64, types.int64, types.int32)  # (dest, source, chunk, pe, reps)
+CHUNKED = (f64, f64, i64, i64, types.int32)  # (dest, source, chunk, pe, reps)
 
 KERNELS = {"put_block": (rma_pe.put_blocks, CHUNKED),
            "put_nbi_block": (rma_pe.put_blocks_nbi, CHUNKED),
