@@ -1654,9 +1654,27 @@ def settle_marked(s):
 def answer_deferred(s, n):
     """Answer the first ``n`` deferred requests (the rest move up, and the
     marks' counts with them). False if MPI failed."""
-    for i in range(n):
-        if not answer(s, s.dsource[i], s.drid[i], 0, 0, 0, 0):
+    drid, dsource, tracing = s.drid, s.dsource, s.ctl[TRACING] != 0
+    i = 0
+    while i < n:  # (as ``answer`` would, each in turn; a run toward one PE in one pass)
+        source = dsource[i]
+        if not answer(s, source, drid[i], 0, 0, 0, 0):
             return False
+        b = s.openb[source, TAG_ANS - TAG_REQ]
+        out = s.pool[b].view(np.int64)
+        at = s.fill[b]
+        i += 1
+        while i < n and dsource[i] == source and at + _ANS_BYTES <= BATCH:
+            w = at // 8
+            out[w] = drid[i]
+            out[w + 1] = 0
+            out[w + 2] = 0
+            out[w + 3] = 0
+            at += _ANS_BYTES
+            if tracing:
+                note(s, ANSWERED, drid[i], source, 0)
+            i += 1
+        s.fill[b] = at
     left = s.ctl[DEFERRED] - n
     for i in range(left):
         s.drid[i] = s.drid[n + i]
