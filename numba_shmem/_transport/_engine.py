@@ -1314,7 +1314,7 @@ def run_of(s, ticket):
     return n
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def forward(s, gpu, ticket, run):
     """Put ring ``gpu``'s ticket (with the GPU's: and the ``run`` - 1 after
     it, ``run_of``) into its target's batch. 1 if it went, 0 if no buffer had
