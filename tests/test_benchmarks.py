@@ -20,3 +20,20 @@ def test_a_gpu_benchmark_without_a_gpu_says_so_in_one_line(benchmark):
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"benchmarks/{benchmark}.py: measures ") \
         and "this machine has no CUDA GPU" in lines[0], result.stderr
+
+
+def test_the_proxy_loops_benchmark_measures_without_a_gpu():
+    """benchmarks/proxy_loop.py drives the compiled loop by hand on any machine
+    (its p's checked where they landed) and prints its two figures."""
+    from conftest import engine_compiled, mpi_missing
+
+    if mpi_missing():
+        pytest.skip(mpi_missing())
+    engine_compiled()  # (loaded from numba's cache, not compiled beside the tests' jobs)
+    result = run_hard([sys.executable, str(ROOT / "benchmarks" / "proxy_loop.py"),
+                       "--rounds", "2"], 300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("the proxy loop on "), result.stdout
+    assert "taken from the ring (drain): best" in lines[1] and " ns, median " in lines[1]
+    assert "whole time a p:" in lines[2] and lines[2].endswith(" us"), result.stdout
