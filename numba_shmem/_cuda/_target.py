@@ -40,23 +40,23 @@ from ._driver import call, cu
 #: each op's instruction on a W-bit value: {res} the old value, {val} the
 #: operand, {cond} compare_swap's expected value
 _OPS = {
-    "fetch": "ld.relaxed.sys.b{W} {res}, [%rd1];",
-    "set": "st.relaxed.sys.b{W} [%rd1], {val};",
-    "swap": "atom.relaxed.sys.exch.b{W} {res}, [%rd1], {val};",
-    "compare_swap": "atom.relaxed.sys.cas.b{W} {res}, [%rd1], {cond}, {val};",
-    "add": "atom.relaxed.sys.add.{A}{W} {res}, [%rd1], {val};",
-    "and": "atom.relaxed.sys.and.b{W} {res}, [%rd1], {val};",
-    "or": "atom.relaxed.sys.or.b{W} {res}, [%rd1], {val};",
-    "xor": "atom.relaxed.sys.xor.b{W} {res}, [%rd1], {val};",
+    "fetch": "ld.relaxed.sys.global.b{W} {res}, [%rd1];",
+    "set": "st.relaxed.sys.global.b{W} [%rd1], {val};",
+    "swap": "atom.relaxed.sys.global.exch.b{W} {res}, [%rd1], {val};",
+    "compare_swap": "atom.relaxed.sys.global.cas.b{W} {res}, [%rd1], {cond}, {val};",
+    "add": "atom.relaxed.sys.global.add.{A}{W} {res}, [%rd1], {val};",
+    "and": "atom.relaxed.sys.global.and.b{W} {res}, [%rd1], {val};",
+    "or": "atom.relaxed.sys.global.or.b{W} {res}, [%rd1], {val};",
+    "xor": "atom.relaxed.sys.global.xor.b{W} {res}, [%rd1], {val};",
 }
 #: a signal is a release at system scope: the thread that applies it runs in
 #: the proxy's own context, and whoever acquires it may be a kernel of another
 #: process, a peer GPU or the host (which may cache this GPU's memory on a
 #: coherent platform); one at GPU scope is faster (about 0.5 us on an H200,
 #: benchmarks/target_poll.py) but not, in PTX's memory model, a release to them
-_SIGNALS = {0: "st.release.sys.b64 [%rd1], %rd2;",  # SIGNAL_SET
-            1: "red.release.sys.add.u64 [%rd1], %rd2;",  # SIGNAL_ADD
-            _ring.SIGNAL_MAX: "red.release.sys.max.u64 [%rd1], %rd2;"}
+_SIGNALS = {0: "st.release.sys.global.b64 [%rd1], %rd2;",  # SIGNAL_SET
+            1: "red.release.sys.global.add.u64 [%rd1], %rd2;",  # SIGNAL_ADD
+            _ring.SIGNAL_MAX: "red.release.sys.global.max.u64 [%rd1], %rd2;"}
 
 
 def _ops(dtype):
@@ -77,7 +77,7 @@ def _atomic_body(dtype, op):
     if kind == "f" and op == "add":  # through float registers
         freg = "%f" if width == 32 else "%fd"
         lines.append(f"    mov.b{width} {freg}1, {val};\n"
-                     f"    atom.relaxed.sys.add.f{width} {freg}3, [%rd1], {freg}1;\n"
+                     f"    atom.relaxed.sys.global.add.f{width} {freg}3, [%rd1], {freg}1;\n"
                      f"    mov.b{width} {res}, {freg}3;\n")
     else:
         lines.append("    " + _OPS[op].format(W=width, A="u", res=res, val=val, cond=cond) + "\n")
@@ -128,14 +128,30 @@ def _records_loop(done, staged=False):
     0, record i's old value goes into the control block at %rd14 instead, as
     two words at SERVICE_OLD + 2 i, its low and high half each marked with
     the batch's number (%r16) in the high half."""
-    cases = [(_ring.code(_ring.ATOMIC, index, _ring.ATOMIC_OPS.index(op)),
-              _atomic_body(dtype, op))
-             for index, dtype in enumerate(_ring.DTYPES) for op in _ops(dtype)]
-    for op, text in _SIGNALS.items():
-        cases.append((_ring.code(_ring.SIGNAL, 0, op), f"    {text}\n"))
-    dispatch = "".join(f"    setp.eq.u64 %p1, %rd7, {key};\n    @%p1 bra $C{k};\n"
-                       for k, (key, _body) in enumerate(cases))
-    bodies = "".join(f"$C{k}:\n{body}    bra $STORE;\n" for k, (_key, body) in enumerate(cases))
+    ops = len(_ring.ATOMIC_OPS)
+    atomics = [f"$A{index}_{op}" if op in _ops(dtype) else "$STORE"
+               for index, dtype in enumerate(_ring.DTYPES) for op in _ring.ATOMIC_OPS]
+    signals = [f"$S{op}" for op in range(len(_SIGNALS))]
+    assert sorted(_SIGNALS) == list(range(len(_SIGNALS)))
+    bodies = "".join(f"$A{index}_{op}:\n{_atomic_body(dtype, op)}    bra $STORE;\n"
+                     for index, dtype in enumerate(_ring.DTYPES) for op in _ops(dtype))
+    bodies += "".join(f"$S{op}:\n    {text}\n    bra $STORE;\n" for op, text in _SIGNALS.items())
+    # the code's kind, dtype and op (a byte each, from the low one) pick the
+    # body from a jump table (an atomic's entry: dtype * ops + op), one
+    # indirect branch where a chain of compares took up to 43; a code of no
+    # body applies nothing (the loop refuses such a request before it posts)
+    dispatch = (f"$ATOMICS: .branchtargets {', '.join(atomics)};\n"
+                f"$SIGNALS: .branchtargets {', '.join(signals)};\n"
+                "    cvt.u32.u64 %r26, %rd7;\n    and.b32 %r27, %r26, 255;\n"
+                "    bfe.u32 %r28, %r26, 8, 8;\n    bfe.u32 %r29, %r26, 16, 8;\n"
+                f"    setp.eq.u32 %p1, %r27, {_ring.SIGNAL};\n    @%p1 bra $SIGNAL;\n"
+                f"    setp.ne.u32 %p1, %r27, {_ring.ATOMIC};\n    @%p1 bra $STORE;\n"
+                f"    setp.ge.u32 %p1, %r28, {len(_ring.DTYPES)};\n    @%p1 bra $STORE;\n"
+                f"    setp.ge.u32 %p1, %r29, {ops};\n    @%p1 bra $STORE;\n"
+                f"    mad.lo.u32 %r30, %r28, {ops}, %r29;\n    brx.idx %r30, $ATOMICS;\n"
+                "$SIGNAL:\n    setp.ne.u32 %p1, %r28, 0;\n    @%p1 bra $STORE;\n"
+                f"    setp.ge.u32 %p1, %r29, {len(_SIGNALS)};\n    @%p1 bra $STORE;\n"
+                "    brx.idx %r29, $SIGNALS;\n")
     if staged:
         load = (f"    mad.lo.u64 %rd21, %rd12, {8 * STAGED_WORDS}, %rd20;\n"
                 "    ld.shared.u64 %rd1, [%rd21];\n    ld.shared.u64 %rd6, [%rd21+8];\n"
@@ -158,7 +174,7 @@ def _records_loop(done, staged=False):
             f"    @%p1 bra {done};\n"
             "    mad.lo.u64 %rd13, %rd12, 40, %rd10;\n" + load +
             "    mov.u64 %rd5, 0;\n    and.b64 %rd7, %rd6, 16777215;\n"
-            + dispatch + "    bra $STORE;\n" + bodies +
+            + dispatch + bodies +
             # (the old value goes back only where the request fetches: a write
             # over the bus, which each later release waits for)
             "$STORE:\n    and.b64 %rd9, %rd6, 16777216;\n    setp.eq.u64 %p1, %rd9, 0;\n"
