@@ -7,7 +7,8 @@ import pytest
 
 from conftest import BACKEND, ROOT, run_hard
 
-GPU_ONLY = ("rma", "collectives", "stream", "overlap", "residency", "target_paths", "ring_steps")
+GPU_ONLY = ("rma", "collectives", "stream", "overlap", "residency", "target_paths", "ring_steps",
+            "target_batches")
 
 
 @pytest.mark.skipif(BACKEND != "sim", reason="this machine has a GPU: they measure it")
