@@ -225,6 +225,15 @@ def test_answers_out_of_order_are_read_against_their_own_requests():
     assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)
 
 
+def test_a_run_of_deferred_answers_is_queued_as_one_by_one():
+    """The target's loop driven by hand (tests/programs/answer_runs.py,
+    hypothesis): answering the deferred requests, a run toward one PE written
+    in one pass, queues toward each PE what answering them one by one would
+    (rids in order, nothing else), across a buffer that fills and is sent."""
+    result = nodes_run(1, 1, "answer_runs.py", timeout=300)
+    assert "ok" in result.stdout.split(), result.stdout + result.stderr  # (and escapes)
+
+
 @pytest.mark.skipif(BACKEND != "sim", reason="the simulator's heap in the GPU's way; on the GPU "
                     "the other tests take it")
 @pytest.mark.parametrize("program,args,expected", [
