@@ -31,8 +31,9 @@ KINDS = {"p": _engine._P64, "signal add": _ring.code(_ring.SIGNAL, 0, 1),
 SIZES, REPS, WARM = (1, 4, 32, 256), 400, 20
 
 
-def measure(heap, context):
-    """{(kind, n): us of each batch}, through a FunctionTarget whose warp runs."""
+def measure(heap, context, base):
+    """{(kind, n): us of each batch}, through a FunctionTarget whose warp runs,
+    the records' words a line apart from ``base`` (an allocation's)."""
     call("cuCtxSetCurrent", context)
     target = _target.FunctionTarget(heap)
     try:
@@ -48,7 +49,7 @@ def measure(heap, context):
         for kind, code in KINDS.items():
             for n in SIZES:
                 for i in range(n):  # (a line apart each)
-                    pend[i] = (heap.base + 64 * i, code, 1, 0, 0)
+                    pend[i] = (base + 64 * i, code, 1, 0, 0)
                 took = []
                 for _ in range(WARM + REPS):
                     began = time.perf_counter_ns()
@@ -61,11 +62,6 @@ def measure(heap, context):
                         raise RuntimeError(f"the target failed: CUDA error {rc}")
                     took.append(time.perf_counter_ns() - began)
                 times[kind, n] = np.array(took[WARM:]) / 1e3
-        word = np.zeros(1, np.int64)  # (word 3: in batches of 4, 32 and 256 of each kind)
-        call("cuMemcpyDtoH", word.ctypes.data, heap.base + 64 * 3, 8)
-        want = 1 + 3 * 3 * (WARM + REPS)  # (p sets 1; the adds add 1 each)
-        if int(word[0]) != want:
-            raise RuntimeError(f"word 3 holds {int(word[0])}, not {want}")
         return times
     finally:
         target.close()
@@ -79,11 +75,13 @@ def main():
     shmem.init()
     try:
         heap, context = _current.current().heap.backend, call("cuCtxGetCurrent")
+        words = shmem.zeros(256 * 8, np.int64)  # (the records' words, a line apart)
         result = {}
 
         def run():  # (a thread of its own, as the proxy's: the target's context goes on it)
             try:
-                result["times"] = measure(heap, context)
+                result["times"] = measure(heap, context,
+                                          words.__cuda_array_interface__["data"][0])
             except BaseException as error:  # (raised below, in the main thread)
                 result["error"] = error
 
@@ -92,6 +90,10 @@ def main():
         thread.join()
         if "error" in result:
             raise result["error"]
+        third = int(words.copy_to_host()[3 * 8])  # (in batches of 4, 32 and 256 of each kind)
+        want = 1 + 3 * 3 * (WARM + REPS)  # (p sets 1; the adds add 1 each)
+        if third != want:
+            raise RuntimeError(f"the fourth record's word holds {third}, not {want}")
         name = call("cuDeviceGetName", 64, call("cuCtxGetDevice"))
         name = (name.decode() if isinstance(name, bytes) else str(name)).split("\0")[0]
         print(f"a batch through serve_batches on {name}: median us a batch (a record) "
