@@ -122,7 +122,7 @@ def test_the_proxy_applies_every_atomic_and_signal_with_a_kernel_that_assembles(
     assert "atom.relaxed.sys.global.add.f64 %fd3, [%rd1], %fd1;" in source
     assert "red.release.sys.global.max.u64 [%rd1], %rd2;" in source
     assert "st.release.sys.global.b64 [%rd1], %rd2;" in source
-    # and nvJitLink (what the driver's loader runs) assembles it for a Hopper GPU
+    # and nvJitLink assembles it for a Hopper GPU, as the driver's JIT must when it loads it
     link = ("import sys; from cuda.core import Linker, LinkerOptions, ObjectCode; "
             "Linker(ObjectCode.from_ptx(sys.stdin.buffer.read(), name='target.ptx'), "
             "options=LinkerOptions(arch='sm_90')).link('cubin'); print('linked')")
