@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import BACKEND, ROOT, run_hard
+from conftest import BACKEND, ROOT, engine_compiled, mpi_missing, run_hard
 
 GPU_ONLY = ("rma", "collectives", "stream", "overlap", "residency", "target_paths", "ring_steps",
             "target_batches")
@@ -26,8 +26,6 @@ def test_a_gpu_benchmark_without_a_gpu_says_so_in_one_line(benchmark):
 def test_the_proxy_loops_benchmark_measures_without_a_gpu():
     """benchmarks/proxy_loop.py drives the compiled loop by hand on any machine
     (its p's checked where they landed) and prints its two figures."""
-    from conftest import engine_compiled, mpi_missing
-
     if mpi_missing():
         pytest.skip(mpi_missing())
     engine_compiled()  # (loaded from numba's cache, not compiled beside the tests' jobs)
