@@ -1516,6 +1516,16 @@ def drain(s):
 # -- a target's side: a batch of requests ------------------------------------------
 
 
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def answer_words(out, w, rid, reason, value, back):
+    """An answer's _ANS_BYTES from word ``w`` of ``out``: the request's rid,
+    its reason (0 once applied), its value, and how many bytes follow."""
+    out[w] = rid
+    out[w + 1] = reason
+    out[w + 2] = value
+    out[w + 3] = back
+
+
 @njit(nogil=True, cache=True, _nrt=False)
 def answer(s, source, rid, reason, value, back, offset):
     """Queue the answer to request ``rid`` of ``source``: its reason (0 once
@@ -1538,12 +1548,7 @@ def answer(s, source, rid, reason, value, back, offset):
         b = open_buffer(s, source, TAG_ANS, _ANS_BYTES + pad(inline_back), 0)
     if b < 0:
         return False
-    w = s.fill[b] // 8
-    out = s.pool[b].view(np.int64)
-    out[w] = rid
-    out[w + 1] = reason
-    out[w + 2] = value
-    out[w + 3] = inline_back
+    answer_words(s.pool[b].view(np.int64), s.fill[b] // 8, rid, reason, value, inline_back)
     start = s.fill[b] + _ANS_BYTES
     if inline_back and s.ctl[ON_DEVICE]:
         if not issue_copy(s):  # (a get sees the puts before it)
@@ -1665,11 +1670,7 @@ def answer_deferred(s, n):
         at = s.fill[b]
         i += 1
         while i < n and dsource[i] == source and at + _ANS_BYTES <= BATCH:
-            w = at // 8
-            out[w] = drid[i]
-            out[w + 1] = 0
-            out[w + 2] = 0
-            out[w + 3] = 0
+            answer_words(out, at // 8, drid[i], 0, 0, 0)
             at += _ANS_BYTES
             if tracing:
                 note(s, ANSWERED, drid[i], source, 0)
