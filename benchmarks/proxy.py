@@ -48,6 +48,9 @@ def main():
     args = parser.parse_args()
     if args.npes < 2 or args.npes % 2:
         parser.error(f"--npes takes an even number of PEs, 2 or more (got {args.npes})")
+    if args.max_bytes < 4096:
+        parser.error(f"--max-bytes takes 4096 or more: the sizes run from 4 KiB up, four "
+                     f"times larger each, while they fit (got {args.max_bytes})")
     # (the ranks' stderr as they write it: PE 0's rows of bandwidth as it measures
     # them, which a run stopped before its end keeps)
     run = emulated_nodes(args.npes, 1, [str(HERE / "proxy_pe.py"), str(args.max_bytes)],
