@@ -94,6 +94,12 @@ def main():
         print(f"a window of put_blocks of {size} bytes, one more round with both proxies "
               "tracing, per piece (median us): "
               + "; ".join(f"{name} {us:.1f}" for name, us, _seen in stages))
+        calls = r.get("put_block_calls") or []
+        print("  each loop's calls into its target in that round, median us (calls): "
+              + "; ".join(f"PE {pe}: " + (", ".join(f"{name} {us:.1f} ({n})"
+                                                   for name, (us, n) in sorted(spent.items()))
+                                          or "none")
+                          for pe, spent in enumerate(calls)))
     mpi = r["mpi_round_trip_s"] * 1e6
     print(f"round trip, best of 3 rounds of 300 in one kernel: p of a flag "
           f"{r['p_round_trip_s'] * 1e6:.1f} us, put_signal of 8 bytes "

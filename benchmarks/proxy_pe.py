@@ -209,6 +209,24 @@ def chains(traces, steps, origins):
             for (_pe, _event, _tag, name), span in zip(steps[1:], spans) if span]
 
 
+def driver_calls(traces):
+    """What each PE's loop spent in its target's functions in a traced round
+    (``CompiledProxy.trace``): per PE, per function that was called (the copy
+    into the heap and ``apply``: CALLED events; the others: DRIVER events,
+    ``_engine.DRIVER_CALLS``), [median us, calls]."""
+    named = {10: "copy in", 12: "apply"}  # (CALLED's numbers: CALLS' of those calls)
+    spent = []
+    for trace in traces:
+        by = {}
+        for event, a, b, _at in trace.tolist():
+            if event == _engine.CALLED and b in named:
+                by.setdefault(named[b], []).append(a / 1e3)
+            elif event == _engine.DRIVER:
+                by.setdefault(_engine.DRIVER_CALLS[a], []).append(b / 1e3)
+        spent.append({name: [float(np.median(us)), len(us)] for name, us in by.items()})
+    return spent
+
+
 def put_stages(traces):
     """Where a window of large puts (PUT_FROM pieces, copied out of PE 0's heap)
     goes, from both proxies' traces (one clock): per piece, the median us of
@@ -491,6 +509,7 @@ def main():
                 results.setdefault("bandwidth_traces", {})[key] = [t.tolist() for t in traces]
                 if key == "put_block":
                     results["put_block_stages"] = [size, put_stages(traces)]
+                    results["put_block_calls"] = driver_calls(traces)
     counted = getattr(proxy, "counters", None)  # (the compiled proxy's)
     before, start = counted and counted(), time.perf_counter()
     for key, run in (("p_round_trip_s", shmem_round_trip(me, iters, 0)),

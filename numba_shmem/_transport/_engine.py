@@ -253,12 +253,18 @@ TRACE_WORDS, TRACE_RECORDS = 4, 1 << 16
 #: an answer's; then a run's length, -(first unit + 1) for a PUT_FROM's, or 0);
 #: and, noted once it has landed, a put's fetch from a window begun (rid, the
 #: fetcher, -1 for the loop itself; at its begin) and ended (rid, ns from its
-#: post to its begin; at its end)
+#: post to its begin; at its end); and a call of one of the target's other
+#: functions ended (its DRIVER_CALLS index, its ns)
 TAKEN, SENT_BATCH, RECEIVED, CALLED, ANSWERED, ANSWER_TAKEN, LANDED, DATA_SENT, \
-    FETCH_BEGAN, FETCH_ENDED = range(1, 11)
+    FETCH_BEGAN, FETCH_ENDED, DRIVER = range(1, 12)
 EVENTS = {TAKEN: "taken", SENT_BATCH: "sent", RECEIVED: "received", CALLED: "target call",
           ANSWERED: "answered", ANSWER_TAKEN: "answer taken", LANDED: "data landed",
-          DATA_SENT: "data sent", FETCH_BEGAN: "fetch began", FETCH_ENDED: "fetch ended"}
+          DATA_SENT: "data sent", FETCH_BEGAN: "fetch began", FETCH_ENDED: "fetch ended",
+          DRIVER: "target's function"}
+#: the target's functions a DRIVER event names (a driver call or two each on a
+#: GPU: a copy out of the heap asked; an event recorded, waited for, queried)
+DRIVER_CALLS = ("copy out", "mark", "reached", "passed")
+COPY_OUT_CALL, MARK_CALL, REACHED_CALL, PASSED_CALL = range(len(DRIVER_CALLS))
 
 #: refusal reasons (a STATUS word, or a refusal record's): outside the mapped
 #: part of the heap, misaligned, an operation it does not apply, malformed; and
@@ -656,6 +662,23 @@ def note(s, event, a, b, at):
         s.ctl[TRACED] = n + 1
 
 
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def tracing_now(s):
+    """Now (ns) while the trace records, else 0. (Inline, as ``traced``: a
+    call that passes the state costs about 0.1 us.)"""
+    return now_ns(s) if s.ctl[TRACING] else 0
+
+
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def traced(s, began, which, rc):
+    """``rc``, what the target's function ``which`` (DRIVER_CALLS) called at
+    ``began`` (``tracing_now``) returned; the call noted where it was traced."""
+    if began:
+        ended = now_ns(s)
+        note(s, DRIVER, which, ended - began, ended)
+    return rc
+
+
 @njit(nogil=True, cache=True, _nrt=False)
 def target_call(s, began, call):
     """Count one call of the target's functions, begun at ``began`` (ns);
@@ -703,7 +726,8 @@ def land(s, n):
     or the target failed."""
     seg, fill = s.ctl[LAND_SEG], s.ctl[LAND_FILL]
     if fill + n > PIECE or fill == PIECE:  # (even nothing starts within a segment)
-        if not issue_copy(s) or (s.lused[seg] != 0 and target_failed(s, s.mark(seg), 10)):
+        if not issue_copy(s) or (s.lused[seg] != 0 and target_failed(
+                s, traced(s, tracing_now(s), MARK_CALL, s.mark(seg)), 10)):
             return -1
         seg = (seg + 1) % LAND_SEGS
         if seg == s.ctl[LAND_HOLD]:
@@ -712,7 +736,7 @@ def land(s, n):
             while receiving_into(s, seg):  # (the oldest receives: in order)
                 if landed_data(s, True) < 0:
                     return -1
-            if target_failed(s, s.reached(seg), 10):
+            if target_failed(s, traced(s, tracing_now(s), REACHED_CALL, s.reached(seg)), 10):
                 return -1
             s.lused[seg] = 0
         s.ctl[LAND_SEG] = seg
@@ -897,7 +921,8 @@ def landed_data(s, wait):
     if not land_copy(s, s.rinfo[k, 1], at, s.rinfo[k, 2]):
         return -1
     seg = at // PIECE
-    if seg != s.ctl[LAND_SEG] and (not issue_copy(s) or target_failed(s, s.mark(seg), 10)):
+    if seg != s.ctl[LAND_SEG] and (not issue_copy(s) or target_failed(
+            s, traced(s, tracing_now(s), MARK_CALL, s.mark(seg)), 10)):
         return -1
     return 1 if defer(s, s.rinfo[k, 4], s.rinfo[k, 3]) else -1
 
@@ -1244,9 +1269,11 @@ def copy_ahead(s):
             if seg < 0:
                 break
             s.cbegan[slot] = now_ns(s)
-            if target_failed(s, s.copy_out(_arg(s.copy_out, 0, np.int64(s.out.ctypes.data)
-                                                + seg * OUT_UNIT), words[d + ADDR], arg, 0),
-                             11) or target_failed(s, s.mark(MARK_OUT + seg), 11):
+            into = np.int64(s.out.ctypes.data) + seg * OUT_UNIT
+            if target_failed(s, traced(s, tracing_now(s), COPY_OUT_CALL, s.copy_out(
+                    _arg(s.copy_out, 0, into), words[d + ADDR], arg, 0)), 11) or \
+                    target_failed(s, traced(s, tracing_now(s), MARK_CALL,
+                                            s.mark(MARK_OUT + seg)), 11):
                 return False
             s.cseg[slot] = seg
             ctl[COPIES] += 1
@@ -1375,7 +1402,7 @@ def forward(s, gpu, ticket, run):
         if seg < 0:  # (no units were free: copy_ahead asks it once they are)
             s.ctl[COPY_NEXT] = min(s.ctl[COPY_NEXT], ticket)
             return 0
-        rc = s.passed(MARK_OUT + seg)
+        rc = traced(s, tracing_now(s), PASSED_CALL, s.passed(MARK_OUT + seg))
         if rc == -1:  # (not yet copied out)
             return 0
         if target_failed(s, rc, 11):
@@ -1629,7 +1656,7 @@ def settle_marked(s):
     ctl = s.ctl
     while ctl[CHECK_COUNT] != 0:
         k = ctl[CHECK_HEAD]
-        rc = s.passed(LAND_SEGS + k)
+        rc = traced(s, tracing_now(s), PASSED_CALL, s.passed(LAND_SEGS + k))
         if rc == -1:
             break
         if target_failed(s, rc, 12):
@@ -1647,7 +1674,7 @@ def settle_marked(s):
         ctl[CHECK_SINCE] = now
     elif now - ctl[CHECK_SINCE] >= CHECK_NS:
         k = (ctl[CHECK_HEAD] + ctl[CHECK_COUNT]) % CHECKS
-        if target_failed(s, s.mark(LAND_SEGS + k), 12):
+        if target_failed(s, traced(s, tracing_now(s), MARK_CALL, s.mark(LAND_SEGS + k)), 12):
             return False
         s.checked[k] = ctl[DEFERRED]
         ctl[CHECK_COUNT] += 1
@@ -1997,7 +2024,8 @@ def receive(s):
         # the batch's segment was left while it was served: mark it again, so
         # that it is written again only once the copies from it asked since
         # are done
-        ok = issue_copy(s) and not target_failed(s, s.mark(held), 10)
+        ok = issue_copy(s) and not target_failed(
+            s, traced(s, tracing_now(s), MARK_CALL, s.mark(held)), 10)
     return 1 if ok else -1
 
 
