@@ -95,7 +95,8 @@ def main():
               "tracing, per piece (median us): "
               + "; ".join(f"{name} {us:.1f}" for name, us, _seen in stages))
         calls = r.get("put_block_calls") or []
-        print("  each loop's calls into its target in that round, median us (calls): "
+        print("  each loop's calls into its target in that round (the stream's query "
+              "aside), median us (calls): "
               + "; ".join(f"PE {pe}: " + (", ".join(f"{name} {us:.1f} ({n})"
                                                    for name, (us, n) in sorted(spent.items()))
                                           or "none")

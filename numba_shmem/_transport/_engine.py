@@ -253,8 +253,9 @@ TRACE_WORDS, TRACE_RECORDS = 4, 1 << 16
 #: an answer's; then a run's length, -(first unit + 1) for a PUT_FROM's, or 0);
 #: and, noted once it has landed, a put's fetch from a window begun (rid, the
 #: fetcher, -1 for the loop itself; at its begin) and ended (rid, ns from its
-#: post to its begin; at its end); and a call of one of the target's other
-#: functions ended (its DRIVER_CALLS index, its ns)
+#: post to its begin; at its end); and a call of one of DRIVER_CALLS, the
+#: target's functions besides copies in, ``apply`` and ``settled`` (asked each
+#: turn while answers wait), ended (its index, its ns)
 TAKEN, SENT_BATCH, RECEIVED, CALLED, ANSWERED, ANSWER_TAKEN, LANDED, DATA_SENT, \
     FETCH_BEGAN, FETCH_ENDED, DRIVER = range(1, 12)
 EVENTS = {TAKEN: "taken", SENT_BATCH: "sent", RECEIVED: "received", CALLED: "target call",

@@ -41,7 +41,7 @@ written again before the copies from it have run. Prints ``ok``.
    they are awake each piece goes to its fetcher. Either way the heap is as the puts left
    it, in order with a put carried in the batch; a fetch that fails makes
    the loop's step fail with its reason and MPI's error. The trace names the
-   loop's marks of landing segments (DRIVER events).
+   loop's marks (DRIVER events).
 """
 
 import ctypes
@@ -495,10 +495,10 @@ until(lambda: not s.fsleep.any(), "a fetcher was not woken")
 k = s.ctl[_engine.RECV_HEAD]
 assert fetched_by(puts) == [(k + j) % _engine.FETCHERS for j in range(4)]
 # the trace names each call of the target's functions besides copies and apply
-events = s.trace[:s.ctl[_engine.TRACED]]
-driver = events[events[:, 0] == _engine.DRIVER]
+recorded = s.trace[:s.ctl[_engine.TRACED]]
+driver = recorded[recorded[:, 0] == _engine.DRIVER]
 assert set(driver[:, 1]) <= set(range(len(_engine.DRIVER_CALLS))) and (driver[:, 2] >= 0).all()
-assert _engine.MARK_CALL in driver[:, 1], "no landing segment's mark in the trace"
+assert _engine.MARK_CALL in driver[:, 1], "no mark in the trace"
 s.ctl[_engine.TRACING] = 0
 stop()
 failing = s._replace(rget=type(s.rget)(lambda *args: 13))
