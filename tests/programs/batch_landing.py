@@ -494,7 +494,7 @@ until(lambda: not s.fsleep.any(), "a fetcher was not woken")
 # awake: each piece at k goes to fetcher k % FETCHERS
 k = s.ctl[_engine.RECV_HEAD]
 assert fetched_by(puts) == [(k + j) % _engine.FETCHERS for j in range(4)]
-# the trace names each call of the target's functions besides copies and apply
+# the trace names the calls of the target's functions besides copies in, apply, settled
 recorded = s.trace[:s.ctl[_engine.TRACED]]
 driver = recorded[recorded[:, 0] == _engine.DRIVER]
 assert set(driver[:, 1]) <= set(range(len(_engine.DRIVER_CALLS))) and (driver[:, 2] >= 0).all()
