@@ -36,3 +36,14 @@ def test_the_proxy_loops_benchmark_measures_without_a_gpu():
     assert len(lines) == 3 and lines[0].startswith("the proxy loop on "), result.stdout
     assert "taken from the ring (drain): best" in lines[1] and " ns, median " in lines[1]
     assert "whole time a p:" in lines[2] and lines[2].endswith(" us"), result.stdout
+
+
+@pytest.mark.parametrize("max_bytes", ["0", "4095"])
+def test_the_proxy_benchmark_refuses_a_max_bytes_below_its_first_size(max_bytes):
+    """A --max-bytes below 4 KiB ran no size at all and the ranks then failed
+    their own check of the puts; it is refused before any rank starts."""
+    result = run_hard([sys.executable, str(ROOT / "benchmarks" / "proxy.py"),
+                       "--max-bytes", max_bytes], 60)
+    assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
+    assert "--max-bytes takes 4096 or more" in result.stderr \
+        and f"(got {max_bytes})" in result.stderr, result.stderr
