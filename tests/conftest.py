@@ -70,20 +70,64 @@ def _clean_env(extra):
 RUNNING = set()  # the jobs now running, each the leader of its process group
 
 
+def _started(pid):
+    """Process ``pid``'s start time (clock ticks since boot), or None where it
+    is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in "ZX" else int(fields[19])
+
+
+def _descendants(pid):
+    """Every process below ``pid`` now, with its start time (so that a pid
+    reused later is not taken for it)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = {}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            start = _started(child)
+            if start is not None:
+                found[child] = start
+                todo.append(child)
+    return found
+
+
 def stop_job(proc, grace=30):
     """SIGTERM first, so that shmem-run stops its PEs and its MPS daemon (which
-    lives in a session of its own), then SIGKILL what is left of the group."""
+    lives in a session of its own) and mpiexec its ranks (each in a process
+    group of its own), then SIGKILL what is left of the group and of every
+    process that was below the job's leader: a rank that outlives its
+    mpiexec is no longer in the group, nor below the leader."""
+    family = _descendants(proc.pid)  # (before any of them ends)
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
     except ProcessLookupError:
-        return
+        pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not any(
+                _started(pid) == start for pid, start in family.items()):
+            return
+        time.sleep(0.05)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    for pid, start in family.items():
+        if _started(pid) == start:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _stop_running_jobs(signum, frame):
@@ -97,16 +141,17 @@ def _stop_running_jobs(signum, frame):
 signal.signal(signal.SIGTERM, _stop_running_jobs)
 
 
-def run_hard(command, timeout, env=None, cwd=ROOT):
-    """Run ``command`` in its own process group; kill the group at ``timeout``
-    so a hung PE fails the test instead of wedging the suite."""
+def run_hard(command, timeout, env=None, cwd=ROOT, grace=30):
+    """Run ``command`` in its own process group; at ``timeout`` stop it and
+    every process below it (``stop_job``, SIGKILL ``grace`` seconds after
+    SIGTERM) so a hung PE fails the test instead of wedging the suite."""
     proc = subprocess.Popen(command, cwd=cwd, env=_clean_env(env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     RUNNING.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        stop_job(proc)
+        stop_job(proc, grace)
         out, err = proc.communicate()
         pytest.fail(f"{' '.join(map(str, command))} hung past {timeout} s\n"
                     f"stdout:\n{out}\nstderr:\n{err}")
