@@ -89,6 +89,15 @@ def main():
         print(f"{row['bytes']:>10} {block:>10.0f} {nbi:>10.0f} {ours:>10.0f} {send:>10.0f} "
               f"{mpi_put:>10} {block / send:>11.2f} {nbi / send:>9.2f} {ours / send:>9.2f} "
               f"{versus_put:>8}")
+    print("the rounds, MB/s, worst-best: " + "; ".join(
+        f"{row['bytes']}: " + ", ".join(
+            f"{name} {r['window'] * row['bytes'] / max(row[key + '_rounds']) / 1e6:.0f}-"
+            f"{r['window'] * row['bytes'] / min(row[key + '_rounds']) / 1e6:.0f}"
+            for name, key in (("put_block", "shmem_put_block_s"),
+                              ("nbi_block", "shmem_put_nbi_block_s"), ("put", "shmem_put_s"),
+                              ("Send", "mpi_send_s"), ("Put", "mpi_put_s"))
+            if row.get(key + "_rounds"))
+        for row in r["bandwidth"]))
     size, stages = r.get("put_block_stages") or (0, [])
     if stages:
         print(f"a window of put_blocks of {size} bytes, one more round with both proxies "
