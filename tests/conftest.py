@@ -70,15 +70,21 @@ def _clean_env(extra):
 RUNNING = set()  # the jobs now running, each the leader of its process group
 
 
-def _started(pid):
-    """Process ``pid``'s start time (clock ticks since boot), or None where it
-    is gone or a zombie."""
+def _stat(pid):
+    """The fields of ``/proc/<pid>/stat`` after the command's name (state
+    first), or None where the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+            return f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return None if fields[0] in "ZX" else int(fields[19])
+
+
+def _started(pid, fields=None):
+    """Process ``pid``'s start time (clock ticks since boot), or None where it
+    is gone or a zombie (``fields``: its ``_stat``, where read already)."""
+    fields = fields or _stat(pid)
+    return None if not fields or fields[0] in "ZX" else int(fields[19])
 
 
 def _descendants(pid):
@@ -86,20 +92,15 @@ def _descendants(pid):
     reused later is not taken for it)."""
     children = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry))
+        fields = _stat(entry) if entry.isdigit() else None
+        start = _started(entry, fields) if fields else None
+        if start is not None:
+            children.setdefault(int(fields[1]), []).append((int(entry), start))
     found, todo = {}, [pid]
     while todo:
-        for child in children.get(todo.pop(), ()):
-            start = _started(child)
-            if start is not None:
-                found[child] = start
-                todo.append(child)
+        for child, start in children.get(todo.pop(), ()):
+            found[child] = start
+            todo.append(child)
     return found
 
 
