@@ -24,6 +24,11 @@ from _machine import emulated_nodes
 HERE = Path(__file__).resolve().parent
 
 
+#: the bandwidth table's figures: (name, the JSON row's key of its seconds)
+COLUMNS = (("put_block", "shmem_put_block_s"), ("nbi_block", "shmem_put_nbi_block_s"),
+           ("put", "shmem_put_s"), ("Send", "mpi_send_s"), ("Put", "mpi_put_s"))
+
+
 def _cpus(cpus):
     """``cpus`` (sorted ints) as ranges: "0-3,8"."""
     runs, start = [], None
@@ -75,11 +80,11 @@ def main():
     print(f"MPI Put: {r['mpi_put_window']}")
     print(f"{'bytes':>10} {'put_block':>10} {'nbi_block':>10} {'put':>10} {'MPI Send':>10} "
           f"{'MPI Put':>10} {'block/Send':>11} {'nbi/Send':>9} {'put/Send':>9} {'put/Put':>8}")
+    spreads = []  # (each size's figures' worst and best rounds, printed after the table)
     for row in r["bandwidth"]:
-        mbs = {k: r["window"] * row["bytes"] / row[k] / 1e6
-               for k in ("shmem_put_block_s", "shmem_put_nbi_block_s", "shmem_put_s",
-                         "mpi_send_s", "mpi_put_s")
-               if row.get(k)}
+        def mbs_of(seconds, row=row):
+            return r["window"] * row["bytes"] / seconds / 1e6
+        mbs = {k: mbs_of(row[k]) for _name, k in COLUMNS if row.get(k)}
         block, ours, send = mbs["shmem_put_block_s"], mbs["shmem_put_s"], mbs["mpi_send_s"]
         nbi = mbs["shmem_put_nbi_block_s"]
         if put:
@@ -89,15 +94,10 @@ def main():
         print(f"{row['bytes']:>10} {block:>10.0f} {nbi:>10.0f} {ours:>10.0f} {send:>10.0f} "
               f"{mpi_put:>10} {block / send:>11.2f} {nbi / send:>9.2f} {ours / send:>9.2f} "
               f"{versus_put:>8}")
-    print("the rounds, MB/s, worst-best: " + "; ".join(
-        f"{row['bytes']}: " + ", ".join(
-            f"{name} {r['window'] * row['bytes'] / max(row[key + '_rounds']) / 1e6:.0f}-"
-            f"{r['window'] * row['bytes'] / min(row[key + '_rounds']) / 1e6:.0f}"
-            for name, key in (("put_block", "shmem_put_block_s"),
-                              ("nbi_block", "shmem_put_nbi_block_s"), ("put", "shmem_put_s"),
-                              ("Send", "mpi_send_s"), ("Put", "mpi_put_s"))
-            if row.get(key + "_rounds"))
-        for row in r["bandwidth"]))
+        spreads.append(f"{row['bytes']}: " + ", ".join(
+            f"{name} {mbs_of(max(row[k + '_rounds'])):.0f}-{mbs_of(min(row[k + '_rounds'])):.0f}"
+            for name, k in COLUMNS if row.get(k + "_rounds")))
+    print("the rounds, MB/s, worst-best: " + "; ".join(spreads))
     size, stages = r.get("put_block_stages") or (0, [])
     if stages:
         print(f"a window of put_blocks of {size} bytes, one more round with both proxies "
