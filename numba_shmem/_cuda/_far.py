@@ -279,11 +279,11 @@ def _far_transfer(name, put, remote, local, nbytes, smallest, scope, nbi=False, 
     """Source: the calling group's part (``scope``'s) of ``name``, a put
     (``put``) or get of ``nbytes`` between the symmetric ``remote`` on PE
     ``pe`` and ``local`` through the ring (``_far_copy``), inline. As a
-    function of its own it cost more than inline: numba-cuda links a kernel's
-    PTX through nvJitLink, which compiles it for separate linking (no
-    link-time optimization), so the function took the call ABI's registers,
-    not the kernel's, and the kernel took them all (a block's put_block in a
-    loop: 124 registers, 56 inline, 48 in a one-node job; CUDA 13.5, sm_90)."""
+    function of its own it cost more than inline: linked as numba-cuda links a
+    kernel (nvJitLink, link-time optimized), the function kept the call ABI's
+    registers, not the kernel's, and the kernel took them all (a block's
+    put_block in a loop: 134 registers, 56 inline, 48 in a one-node job;
+    CUDA 13.5, sm_90)."""
     return (f"_proxy_check(pe, {name!r})\n"
             + _far_copy(put, remote, local, nbytes, smallest, shift, local_shift, scope, nbi))
 
