@@ -76,11 +76,20 @@ def test_the_simulators_device_functions_take_the_documented_parameters():
     assert result.stdout.strip() == "[]"
 
 
-def _compile_sections(once_per_run, debug, nodes=False):
-    """Every case of ptx_device.py, compiled once in the run; with ``nodes``,
-    as in a job that spans nodes (the path to other nodes compiled in)."""
+#: the cases of ptx_device.py that the tests read compiled with debug checks,
+#: and as in a job that spans nodes (each compiled only where read: the
+#: spanning job's every case took 33 s on two cores, these 20)
+DEBUG_CASES = ("put_block", "atomics", "iput_iget")
+NODES_CASES = ("signal_op_set", "p_runtime_pe", "g_far", "atomics", "quiet_only", "put_block",
+               "put_warp", "put_signal_add_block")
+
+
+def _compile_sections(once_per_run, debug, nodes=False, names=()):
+    """The cases ``names`` of ptx_device.py (all where none), compiled once in
+    the run; with ``nodes``, as in a job that spans nodes (the path to other
+    nodes compiled in)."""
     def make():
-        result = python("ptx_device.py", env={"NUMBA_SHMEM_BACKEND": "cuda",
+        result = python("ptx_device.py", *names, env={"NUMBA_SHMEM_BACKEND": "cuda",
                                               "NUMBA_SHMEM_DEBUG": "1" if debug else "0",
                                               **({"NUMBA_SHMEM_NODE_SIZE": "1"} if nodes else {})})
         assert result.returncode == 0, result.stderr
@@ -97,12 +106,12 @@ def ptx(once_per_run):
 
 @pytest.fixture(scope="module")
 def debug_ptx(once_per_run):
-    return _compile_sections(once_per_run, debug=True)
+    return _compile_sections(once_per_run, debug=True, names=DEBUG_CASES)
 
 
 @pytest.fixture(scope="module")
 def nodes_ptx(once_per_run):
-    return _compile_sections(once_per_run, debug=False, nodes=True)
+    return _compile_sections(once_per_run, debug=False, nodes=True, names=NODES_CASES)
 
 
 def test_signal_wait_polls_with_acquire_at_system_scope_and_backs_off(ptx):
