@@ -89,9 +89,9 @@ def _compile_sections(once_per_run, debug, nodes=False, names=()):
     the run; with ``nodes``, as in a job that spans nodes (the path to other
     nodes compiled in)."""
     def make():
-        result = python("ptx_device.py", *names, env={"NUMBA_SHMEM_BACKEND": "cuda",
-                                              "NUMBA_SHMEM_DEBUG": "1" if debug else "0",
-                                              **({"NUMBA_SHMEM_NODE_SIZE": "1"} if nodes else {})})
+        env = {"NUMBA_SHMEM_BACKEND": "cuda", "NUMBA_SHMEM_DEBUG": "1" if debug else "0",
+               **({"NUMBA_SHMEM_NODE_SIZE": "1"} if nodes else {})}
+        result = python("ptx_device.py", *names, env=env)
         assert result.returncode == 0, result.stderr
         return result.stdout
     text = once_per_run(f"ptx_device-debug{int(debug)}-nodes{int(nodes)}", make)
