@@ -388,7 +388,7 @@ def test_simulator_errors(scenario, error, message):
 
 
 def test_debug_checks_are_compiled_in_only_when_asked(ptx, debug_ptx):
-    for case in ("put_block", "atomics", "iput_iget"):
+    for case in DEBUG_CASES:
         assert "trap;" not in ptx[case] and "vprintf" not in ptx[case]
         assert "trap;" in debug_ptx[case] and "vprintf" in debug_ptx[case]
     assert "numba-shmem: shmem.put_block: PE %ld called it with pe=%ld, outside 0..%ld" in \
