@@ -11,10 +11,9 @@ import tempfile
 import threading
 import time
 
-from numba_shmem._bootstrap import _wire
-
+from . import _wire
 from ._mps import MpsDaemon, MpsError
-from ._rendezvous import RendezvousServer
+from ._rendezvous import UnixRendezvousServer
 
 _POLL = 0.02
 TIMEOUT_EXIT = 124
@@ -141,7 +140,7 @@ class Job:
         self._start_janitor(mps_control() if plan.use_mps else None)
         secret = secrets.token_hex(16)
         path = os.path.join(self.jobdir, "rendezvous.sock")
-        self.server = RendezvousServer(path, secret, plan.npes)
+        self.server = UnixRendezvousServer(path, secret, plan.npes)
         extra = {"SHMEM_RUN_SOCKET": path, "SHMEM_RUN_SECRET": secret,
                  "SHMEM_RUN_JOBID": self.job_id}
         if plan.use_mps:

@@ -6,9 +6,9 @@ import sys
 import threading
 
 import numpy as np
+from shmem_run import _wire
 
 from . import _bootstrap, _config, _exits
-from ._bootstrap import _wire
 from ._current import current, finalized, install, remove, require
 from ._errors import ShmemUsageError
 from ._heap._symmetric import SymmetricHeap

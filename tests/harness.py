@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from conftest import PROGRAMS, ROOT, RUNNING, _clean_env, mpiexec_job, stop_job
-from numba_shmem._bootstrap import _wire
+from shmem_run import _wire
 
 
 class HarnessFailure(AssertionError):

@@ -12,15 +12,16 @@ import pytest
 from conftest import (ROOT, _FOREIGN_RANKS, mpi_missing, mpiexec_job, run_hard,
                       shm_entries, shm_left)
 from numba_shmem import ShmemBootstrapError, ShmemUsageError
-from numba_shmem._bootstrap import FOREIGN_LAUNCHERS, _wire, start
+from numba_shmem._bootstrap import FOREIGN_LAUNCHERS, start
 from numba_shmem._bootstrap._launcher import LauncherBootstrap
-from shmem_run._rendezvous import RendezvousServer
+from shmem_run import _wire
+from shmem_run._rendezvous import UnixRendezvousServer
 
 
 @pytest.fixture
 def server(tmp_path):
     path = str(tmp_path / "rdv.sock")
-    srv = RendezvousServer(path, "s3cret", 2)
+    srv = UnixRendezvousServer(path, "s3cret", 2)
     for pe in range(2):  # the PEs are this process's threads
         srv.admit(pe, os.getpid())
     yield srv
@@ -243,7 +244,7 @@ def test_a_pe_number_says_hello_once(server):
 
 
 def test_only_the_process_started_as_a_pe_may_say_hello(tmp_path):
-    srv = RendezvousServer(str(tmp_path / "rdv.sock"), "s3cret", 2)
+    srv = UnixRendezvousServer(str(tmp_path / "rdv.sock"), "s3cret", 2)
     srv.admit(0, os.getpid() + 1)  # another process
     try:
         with pytest.raises(ShmemBootstrapError,

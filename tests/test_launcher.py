@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import ROOT, _clean_env, shm_entries, shm_left, shmem_run
-from numba_shmem._bootstrap import _wire
+from shmem_run import _wire
 from shmem_run._cli import build_parser, parse_args
 from shmem_run._plan import MULTICAST_OFF, make_plan
 
@@ -278,6 +278,19 @@ def test_parser_usage_mentions_module_mode():
     assert "-m module" in build_parser().format_usage()
     assert isinstance(build_parser(), argparse.ArgumentParser)
 
+
+def test_the_launcher_and_its_janitor_start_without_numba():
+    """Only the PEs need numba (about a second of CPU to import): the launcher
+    and the janitor it starts at every launch import none of it, nor numpy,
+    nor the library."""
+    from conftest import run_hard
+
+    script = ("import sys, shmem_run._cli, shmem_run._janitor; "
+              "print(sorted({m.split('.')[0] for m in sys.modules} "
+              "& {'numba', 'numba_shmem', 'numba_cuda', 'numpy'}))")
+    result = run_hard([sys.executable, "-c", script], 60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
 
 def test_an_mps_daemon_that_does_not_start_is_a_clear_error(tmp_path):
     from shmem_run._mps import MpsDaemon, MpsError

@@ -3,8 +3,9 @@
 import threading
 import time
 
+from shmem_run import _wire
+
 from .._errors import ShmemBootstrapError, ShmemTimeoutError
-from . import _wire
 
 
 class Bootstrap:

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 
-from . import _wire
+from shmem_run import _wire
 
 
 class NodeDescriptors:

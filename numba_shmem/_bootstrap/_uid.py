@@ -5,7 +5,7 @@ means (a file, Ray, torch.distributed's store), and every PE calls
 
 A unique id names a TCP socket of the process that made it and a secret.
 That process must be rank 0: its ``init()`` serves the job's rendezvous there
-(``_rendezvous``, the server ``shmem-run`` runs), and every PE connects,
+(the server ``shmem-run`` runs, ``launcher/_rendezvous.py``), and every PE connects,
 presents the secret and its rank, and makes its collectives as under
 ``shmem-run``. Descriptors move between the PEs of a node over Unix sockets
 (``_local``); a node's PEs are those of one host name. PEs on other hosts are
@@ -19,9 +19,11 @@ import secrets
 import socket
 import threading
 
+from shmem_run._rendezvous import RendezvousServer
+
 from .._errors import ShmemBootstrapError, ShmemUsageError
 from ._local import NodeDescriptors
-from ._rendezvous import RendezvousClient, RendezvousServer
+from ._rendezvous import RendezvousClient
 
 #: what a unique id starts with (and the version of its format)
 PREFIX = "numba-shmem-uid-1"

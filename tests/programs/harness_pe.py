@@ -13,7 +13,7 @@ import numpy as np
 from numba import cuda
 
 import numba_shmem as shmem
-from numba_shmem._bootstrap import _wire
+from shmem_run import _wire
 
 DTYPES = {"int32": np.int32, "int64": np.int64, "float64": np.float64, "uint8": np.uint8,
           "float32": np.float32}

@@ -1,10 +1,10 @@
-"""Framing for the Unix-socket messages between PEs and the ``shmem-run`` rendezvous.
+"""Framing for the socket messages of a job's rendezvous (``_rendezvous``) and
+of the PEs of a node (``numba_shmem/_bootstrap/_local.py``).
 
 A message is a fixed header (two lengths), a small JSON object and an opaque
 payload; file descriptors ride along with the header through SCM_RIGHTS. The
-launcher imports this module and the rendezvous server (``_rendezvous``) to
-speak the same protocol and to put its sockets where the MPI bootstrap puts
-its own; it imports nothing else from the library.
+launcher and the library both import it, the launcher nothing of the library
+(``shmem-run`` starts without importing numba).
 """
 
 import json
