@@ -91,7 +91,7 @@ def _compile_sections(once_per_run, debug, nodes=False, names=()):
     def make():
         env = {"NUMBA_SHMEM_BACKEND": "cuda", "NUMBA_SHMEM_DEBUG": "1" if debug else "0",
                **({"NUMBA_SHMEM_NODE_SIZE": "1"} if nodes else {})}
-        result = python("ptx_device.py", *names, env=env)
+        result = python("ptx_device.py", *names, env=env, timeout=300)
         assert result.returncode == 0, result.stderr
         return result.stdout
     text = once_per_run(f"ptx_device-debug{int(debug)}-nodes{int(nodes)}", make)
@@ -225,7 +225,7 @@ def test_a_quiet_reads_the_rings_complete_word_only_past_its_copy(ptx, nodes_ptx
 def _linked_registers(nodes):
     """{kernel: a thread's registers} of linked_registers.py's kernels, linked
     as for a GPU; with ``nodes``, as in a job that spans nodes."""
-    result = python("linked_registers.py", env={
+    result = python("linked_registers.py", timeout=300, env={
         "NUMBA_SHMEM_BACKEND": "cuda", **({"NUMBA_SHMEM_NODE_SIZE": "1"} if nodes else {})})
     assert result.returncode == 0, result.stderr
     return {name: int(count) for name, count in
