@@ -1,17 +1,17 @@
 """Sphinx configuration of numba-shmem's documentation site.
 
-Build: ``python -m sphinx -W -b html docs build/docs`` (warnings are errors, so
-a name the docs reference that the code no longer has fails the build;
-``tests/test_docs.py`` runs it). The API reference is autodoc over the public
-namespace, imported as users import it: most public names are made from tables
+Build, with the project installed (the README's ``.venv``): ``python -m sphinx
+-W -b html docs build/docs`` (warnings are errors, so a name the docs
+reference that the code no longer has fails the build; ``tests/test_docs.py``
+runs it). The API reference is autodoc over the public
+namespace, imported as users import it (the installed package, with the
+launcher's ``shmem_run`` it imports): most public names are made from tables
 at import time, which a static reader would not see. Markdown pages through
 MyST, so the same files read well on GitHub.
 """
 
 import os
-import sys
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 os.environ.setdefault("NUMBA_SHMEM_BACKEND", "sim")  # no GPU is needed to build
 
 project = "numba-shmem"

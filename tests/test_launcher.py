@@ -292,6 +292,7 @@ def test_the_launcher_and_its_janitor_start_without_numba():
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
+
 def test_an_mps_daemon_that_does_not_start_is_a_clear_error(tmp_path):
     from shmem_run._mps import MpsDaemon, MpsError
 
