@@ -1,13 +1,13 @@
 """Sphinx configuration of numba-shmem's documentation site.
 
 Build, with the project installed (the README's ``.venv``): ``python -m sphinx
--W -b html docs build/docs`` (warnings are errors, so a name the docs
-reference that the code no longer has fails the build; ``tests/test_docs.py``
-runs it). The API reference is autodoc over the public
-namespace, imported as users import it (the installed package, with the
-launcher's ``shmem_run`` it imports): most public names are made from tables
-at import time, which a static reader would not see. Markdown pages through
-MyST, so the same files read well on GitHub.
+-W -b html docs build/docs`` (warnings are errors, so a name the docs reference
+that the code no longer has fails the build; ``tests/test_docs.py`` runs it).
+The API reference is autodoc over the public namespace, imported as users
+import it (the installed package, with the launcher's ``shmem_run`` it
+imports): most public names are made from tables at import time, which a static
+reader would not see. Markdown pages through MyST, so the same files read well
+on GitHub.
 """
 
 import os
