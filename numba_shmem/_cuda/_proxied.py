@@ -9,6 +9,8 @@ That branch is compiled in only where the job spans nodes (``compiled_in``):
 in a job of one node every kernel is what it would be without a proxy.
 """
 
+import ast
+
 import numpy as np
 from llvmlite import ir
 from numba.cuda import types
@@ -252,6 +254,30 @@ def _from_bits(typingctx, like, word):
         return builder.bitcast(raw, context.get_value_type(dtype)) \
             if isinstance(dtype, types.Float) else raw
     return like.dtype(like, word), codegen
+
+
+class _WithoutFarPaths(ast.NodeTransformer):
+    """Each ``if _far(x):`` becomes its else branch, each ``if not _far(x):``
+    its body (``x`` a name: nothing is left unevaluated)."""
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        test, negated = node.test, False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, True
+        if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
+                and test.func.id == "_far" and not test.keywords
+                and all(isinstance(arg, ast.Name) for arg in test.args)):
+            return node
+        return (node.body if negated else node.orelse) or [ast.Pass()]
+
+
+def without_far_paths(source):
+    """``source`` as it compiles where ``_far`` is ``_never_far`` (a job on one
+    node): the same code once LLVM has folded the constant, but numba types
+    and lowers none of the path to other nodes (a reduction's or a ``p``'s
+    whole request)."""
+    return ast.unparse(_WithoutFarPaths().visit(ast.parse(source)))
 
 
 def namespace():

@@ -8,6 +8,7 @@ from numba.cuda.extending import lower_builtin
 
 from .. import _device_api as api
 from ._addressing import debug_enabled
+from ._proxied import _never_far, without_far_paths
 from ._primitives import (
     _addr, _copy1, _copy16, _copy16x2, _copy16x3, _copy16x4, _copy2, _copy4, _copy8, _left,
     _load1, _load16, _load2, _load4, _load8, _nanosleep, _now, _remote, _signal_release,
@@ -52,6 +53,8 @@ def _indent(text, levels):
 
 def _compile_source(source, namespace=None):
     scope = dict(_NAMESPACE, **(namespace or {}))
+    if scope.get("_far") is _never_far:  # (a job on one node: _proxied.namespace)
+        source = without_far_paths(source)
     exec(source, scope)  # noqa: S102  (generated from the tables above)
     return scope["impl"]
 
