@@ -47,3 +47,27 @@ def test_the_proxy_benchmark_refuses_a_max_bytes_below_its_first_size(max_bytes)
     assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
     assert "--max-bytes takes 4096 or more" in result.stderr \
         and f"(got {max_bytes})" in result.stderr, result.stderr
+
+
+def test_the_compile_time_benchmark_measures_without_a_gpu(tmp_path):
+    """benchmarks/compile_time.py compiles for sm_90 on any machine: a row a
+    kernel, one node and spanning nodes, and every round in its JSON; a
+    kernel it does not know is refused."""
+    import json
+
+    result = run_hard([sys.executable, str(ROOT / "benchmarks" / "compile_time.py"), "--rounds",
+                       "1", "--kernels", "plain,p_quiet", "--json", str(tmp_path / "c.json")], 300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 4 and lines[0].startswith("compile time for sm_90 on "), result.stdout
+    for line, name in zip(lines[2:], ("plain", "p_quiet")):
+        cells = line.split()
+        assert cells[0] == name and len(cells) == 5, line
+        assert all(float(cell) > 0 for cell in (cells[1], cells[3])), line
+    seconds = json.loads((tmp_path / "c.json").read_text())["seconds"]
+    assert sorted(seconds) == ["p_quiet", "plain"]
+    assert all(len(seconds[name][mode]) == 1 for name in seconds
+               for mode in ("one_node", "spanning"))
+    result = run_hard([sys.executable, str(ROOT / "benchmarks" / "compile_time.py"),
+                       "--kernels", "p_quiet,put"], 60)
+    assert result.returncode == 2 and "--kernels: unknown put; choose of plain, " in result.stderr
