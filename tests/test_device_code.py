@@ -57,9 +57,9 @@ def test_a_job_larger_than_the_constant_peer_table_is_refused_at_init():
 def test_a_job_on_one_node_compiles_none_of_the_path_to_other_nodes():
     """There ``_far`` is a constant false, so the sources compiled for it drop
     each branch that a plain ``_far(name)`` takes before numba types them: the
-    same PTX (every program here, once its unused declarations are sorted),
-    in two thirds of the time (ptx_collectives.py: 74 s to 47 s). A test of
-    anything else stays as it is."""
+    same PTX (every PTX program of the tests, once its unused declarations
+    are sorted), in two thirds of the time (ptx_collectives.py: 74 s to 47
+    s). A test of anything else stays as it is."""
     import sys
     import textwrap
 

@@ -258,7 +258,8 @@ def _from_bits(typingctx, like, word):
 
 class _WithoutFarPaths(ast.NodeTransformer):
     """Each ``if _far(x):`` becomes its else branch, each ``if not _far(x):``
-    its body (``x`` a name: nothing is left unevaluated)."""
+    its body; only where ``x`` is a name, so that dropping the test drops no
+    computation."""
 
     def visit_If(self, node):
         self.generic_visit(node)

@@ -8,12 +8,12 @@ from numba.cuda.extending import lower_builtin
 
 from .. import _device_api as api
 from ._addressing import debug_enabled
-from ._proxied import _never_far, without_far_paths
 from ._primitives import (
     _addr, _copy1, _copy16, _copy16x2, _copy16x3, _copy16x4, _copy2, _copy4, _copy8, _left,
     _load1, _load16, _load2, _load4, _load8, _nanosleep, _now, _remote, _signal_release,
     _store1, _store16, _store2, _store4, _store8, _trap,
 )
+from ._proxied import _never_far, without_far_paths
 from ._typing import refuse_invalid_constants, typer_for
 
 F = api.FUNCTIONS
