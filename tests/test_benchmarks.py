@@ -52,7 +52,7 @@ def test_the_proxy_benchmark_refuses_a_max_bytes_below_its_first_size(max_bytes)
 def test_the_compile_time_benchmark_measures_without_a_gpu(tmp_path):
     """benchmarks/compile_time.py compiles for sm_90 on any machine: a row a
     kernel, one node and spanning nodes, and every round in its JSON; a
-    kernel it does not know is refused."""
+    kernel it does not know, or no rounds, is refused."""
     import json
 
     result = run_hard([sys.executable, str(ROOT / "benchmarks" / "compile_time.py"), "--rounds",
@@ -71,3 +71,6 @@ def test_the_compile_time_benchmark_measures_without_a_gpu(tmp_path):
     result = run_hard([sys.executable, str(ROOT / "benchmarks" / "compile_time.py"),
                        "--kernels", "p_quiet,put"], 60)
     assert result.returncode == 2 and "--kernels: unknown put; choose of plain, " in result.stderr
+    result = run_hard([sys.executable, str(ROOT / "benchmarks" / "compile_time.py"),
+                       "--rounds", "0"], 60)
+    assert result.returncode == 2 and "--rounds: at least 1" in result.stderr, result.stderr
