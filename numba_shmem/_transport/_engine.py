@@ -63,6 +63,18 @@ from numba.core.extending import intrinsic
 
 from . import _ring
 
+#: The loop's functions: numba's, cached, run without the interpreter lock and
+#: without reference counting. Those that Python calls (``_entry``: the loop,
+#: a fetcher thread, a quiet's wait, and the pieces the tests drive one step
+#: at a time) have the wrappers numba makes for Python's calls; the rest
+#: (``_inner``) have none, as each unboxes a whole State: the loop compiles
+#: from an empty cache in two thirds of the time (134 s against 199 on one
+#: core of this project's CI machine).
+_entry = njit(nogil=True, cache=True, _nrt=False)
+_inner = njit(nogil=True, cache=True, _nrt=False, no_cpython_wrapper=True,
+              no_cfunc_wrapper=True)
+_inlined = njit(nogil=True, cache=True, _nrt=False, inline="always")
+
 #: message tags: batches of requests and of answers, and the data that follows
 #: each (apart, so that answers taken while a batch of requests is served never
 #: take the data of a put of that batch)
@@ -560,10 +572,10 @@ _P64 = _ring.code(_ATOMIC, _ring.DTYPES.index("uint64"), _ring.ATOMIC_OPS.index(
 _REQ_BYTES, _ANS_BYTES = 8 * REQ_WORDS, 8 * ANS_WORDS
 _MARKED, _MARK_SHIFT, _PE_SHIFT = _ring.MARKED, _ring.MARK_SHIFT, _ring.PE_SHIFT
 _LOW56 = _ring.LOW56
-_mark = njit(nogil=True, cache=True, _nrt=False)(_ring.mark)
+_mark = _inner(_ring.mark)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False)  # (Python's call, under its lock: the GIL kept)
 def first_unpublished(words, start):
     """The first ticket from ``start`` on that a ring has not published (a
     host post's ORDER): released, or marked whole (``marked_whole``). One
@@ -575,7 +587,7 @@ def first_unpublished(words, start):
     return ticket
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def marked_whole(words, ticket, d):
     """Whether every MARKED word of the descriptor at ``d`` carries ticket
     ``ticket``'s mark (``_ring.marked``)."""
@@ -586,7 +598,7 @@ def marked_whole(words, ticket, d):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def unmarked(words, d):
     """The fields of the whole marked descriptor at ``d``: code, PE, offset,
     arg and cond (a put's value)."""
@@ -597,7 +609,7 @@ def unmarked(words, d):
             (words[d + 6] & 0xFFFF_FFFF) | (words[d + 7] << 32))
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def first_taken(words, waits_at, n, first):
     """The first ticket from ``first`` on whose slot (of the ``n`` at
     ``waits_at``: the ticket each waits for) is not given back yet. (A
@@ -608,7 +620,7 @@ def first_taken(words, waits_at, n, first):
     return first
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def given_back(gw):
     """Advance the GPU ring's FREED and STAGES_FREED words past the tickets
     whose slots and staging segments are back (the loop's or a thread's
@@ -622,12 +634,12 @@ def given_back(gw):
         gw[_STAGES_FREED_AT] = first_taken(gw, _STAGE_FREE_AT, _STAGE_SEGS, freed)
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def now_ns(s):
     return clock_ns(s.clock_gettime, s.clock)
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def clock_ns(clock_gettime, clock):
     """CLOCK_MONOTONIC in ns (the loop's idle turns call this, not ``now_ns``:
     they touch no more of the State than they need)."""
@@ -635,7 +647,7 @@ def clock_ns(clock_gettime, clock):
     return clock[0] * 1_000_000_000 + clock[1]
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def spin_until(words, at, value, other, other_at, other_value, ns, clock_gettime, clock):
     """Poll, without the interpreter lock, until ``words[at] >= value`` and
     ``other[other_at] >= other_value`` (True), or for ``ns`` ns (False): a
@@ -650,7 +662,7 @@ def spin_until(words, at, value, other, other_at, other_value, ns, clock_gettime
         _spin_hint()
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def note(s, event, a, b, at):
     """Record ``event`` with its numbers ``a``, ``b`` at ``at`` ns (0: now)
     while the trace has room (callers look at TRACING first)."""
@@ -663,14 +675,14 @@ def note(s, event, a, b, at):
         s.ctl[TRACED] = n + 1
 
 
-@njit(nogil=True, cache=True, _nrt=False, inline="always")
+@_inlined
 def tracing_now(s):
     """Now (ns) while the trace records, else 0. (Inline, as ``traced``: a
     call that passes the state costs about 0.1 us.)"""
     return now_ns(s) if s.ctl[TRACING] else 0
 
 
-@njit(nogil=True, cache=True, _nrt=False, inline="always")
+@_inlined
 def traced(s, began, which, rc):
     """``rc``, what the target's function ``which`` (DRIVER_CALLS) called at
     ``began`` (``tracing_now``) returned; the call noted where it was traced."""
@@ -680,7 +692,7 @@ def traced(s, began, which, rc):
     return rc
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def target_call(s, began, call):
     """Count one call of the target's functions, begun at ``began`` (ns);
     ``call``: its FAILED_CALL number."""
@@ -691,7 +703,7 @@ def target_call(s, began, call):
         note(s, CALLED, ended - began, call, ended)
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def target_failed(s, rc, call):
     """Whether the target's function that returned ``rc`` failed (then
     recorded: ``rc`` and ``call``, its FAILED_CALL number)."""
@@ -702,7 +714,7 @@ def target_failed(s, rc, call):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def issue_copy(s):
     """Ask the target for the copy that waits (COPY_ROWS runs of COPY_N bytes
     from the landing segments into the heap), counted. False if the target
@@ -719,7 +731,7 @@ def issue_copy(s):
     return not target_failed(s, rc, 10)
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def land(s, n):
     """Where in ``land`` ``n`` bytes (at most PIECE) may be written now: in
     the segment being filled, or in the next (not LAND_HOLD) once the data
@@ -747,7 +759,7 @@ def land(s, n):
     return seg * PIECE + fill
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def completed(s, requests, k):
     """Whether MPI's request ``requests[k]`` is complete (MPI_Test): 1, 0, or
     -1 if MPI failed (recorded)."""
@@ -757,7 +769,7 @@ def completed(s, requests, k):
     return 1 if s.flag[0] != 0 else 0
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def receiving_into(s, seg):
     """Whether a data receive not yet landed goes into landing segment ``seg``."""
     for j in range(s.ctl[RECV_COUNT]):
@@ -766,7 +778,7 @@ def receiving_into(s, seg):
     return False
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def receive_data(s, at, address, n, rid, source, disp):
     """Post the receive of the next DATA message of ``source`` (``n`` bytes,
     into ``land[at]``; with ``disp`` >= 0, the get of those bytes from
@@ -809,7 +821,7 @@ def receive_data(s, at, address, n, rid, source, disp):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def wake(s, f):
     """Wake fetcher ``f`` from its nap (once a nap), seen asleep."""
     _fence()  # (its nap's number, read after its sleep: the fetcher wrote it before)
@@ -819,7 +831,7 @@ def wake(s, f):
         s.write(_arg(s.write, 0, s.fpipe[f, 1]), s.fbuf[f].ctypes.data, 1)
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def fetched(s, k):
     """Whether the fetch posted at ``k`` to a fetcher is done: 1, 0, or -1
     if it failed (MPI's error recorded)."""
@@ -834,7 +846,7 @@ def fetched(s, k):
     return 0
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def fetch(s, me):
     """A fetcher's loop (number ``me``): fetch each piece the loop posts it
     (``receive_data``) with MPI_Rget and wait for it; sleep in ``ppoll`` on
@@ -889,7 +901,7 @@ def fetch(s, me):
     return 0
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def landed_data(s, wait):
     """The oldest data receive posted, once it has arrived (with ``wait``:
     waited for): its copy into the heap asked (its segment marked again where
@@ -928,7 +940,7 @@ def landed_data(s, wait):
     return 1 if defer(s, s.rinfo[k, 4], s.rinfo[k, 3]) else -1
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def all_landed(s):
     """Wait for every data receive posted, in order (``landed_data``). False
     if MPI or the target failed."""
@@ -938,7 +950,7 @@ def all_landed(s):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def land_copy(s, address, at, n):
     """Copy ``n`` bytes landed at ``land[at]`` to ``address`` of the GPU's
     heap: joined to the copy that waits where both continue it (the chunks
@@ -963,7 +975,7 @@ def land_copy(s, address, at, n):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def defer(s, source, rid):
     """Answer request ``rid`` of ``source`` once the target has applied what
     was asked of it so far (``settle``). False if the target or MPI failed."""
@@ -978,7 +990,7 @@ def defer(s, source, rid):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def run_landed(offset, nbytes, extent):
     """Of a run of chunks at ``offset`` refused as past the end of a heap of
     ``extent`` bytes: the bytes of its whole chunks before the end, which the
@@ -989,12 +1001,12 @@ def run_landed(offset, nbytes, extent):
     return min(nbytes, (extent - offset) // _CHUNK * _CHUNK)
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def pad(n):
     return (n + 7) & ~7
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def fetches(code):
     kind = code & 255
     return kind == _GET or (kind == _ATOMIC and ((code >> 24) & 1) == 1)
@@ -1003,7 +1015,7 @@ def fetches(code):
 # -- a target's side: checking and applying requests ---------------------------
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def refusal(code, offset, arg, extent):
     """0 where this PE applies the request, else its reason (OUTSIDE, ...)."""
     kind = code & 255
@@ -1030,7 +1042,7 @@ def refusal(code, offset, arg, extent):
     return 0
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def apply_atomic(heap, offset, code, value, cond):
     """The atomic of ``code`` on the heap (the lock held); the old value's
     bits. Integer operations act on the bits, signed or not alike."""
@@ -1078,7 +1090,7 @@ def apply_atomic(heap, offset, code, value, cond):
     return old
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def apply_signal(heap, offset, op, value):
     word = heap[offset:offset + 8].view(np.uint64)
     v = np.uint64(value)
@@ -1093,7 +1105,7 @@ def apply_signal(heap, offset, op, value):
 # -- send buffers --------------------------------------------------------------
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def open_buffer(s, pe, tag, need, answers):
     """The buffer being filled for (``pe``, ``tag``) with room for ``need``
     bytes and (requests) ``answers`` bytes of their answers; a full one is
@@ -1120,7 +1132,7 @@ def open_buffer(s, pe, tag, need, answers):
     return -1
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def send_buffer(s, b):
     """Send buffer ``b``, then the DATA messages of its FOLLOWS records.
     False if MPI failed."""
@@ -1157,7 +1169,7 @@ def send_buffer(s, b):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def flush(s):
     """Send every buffer being filled. False if MPI failed."""
     for b in range(BUFFERS):
@@ -1166,7 +1178,7 @@ def flush(s):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def data_queued(s):
     """DATA messages in flight or to be sent with the buffers being filled."""
     n = s.ctl[DATA_IN_FLIGHT]
@@ -1176,7 +1188,7 @@ def data_queued(s):
     return n
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def reap(s):
     """Free what MPI is done sending (a host put sent from its caller's
     memory is then done with it: DONE; a run of the GPU's chunks gives its
@@ -1223,7 +1235,7 @@ def reap(s):
     return freed
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def take_out(s, nbytes):
     """Take the first run of free out units that holds ``nbytes``: its first
     unit, or -1 where none is free."""
@@ -1240,14 +1252,14 @@ def take_out(s, nbytes):
     return -1
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def give_out(s, first):
     """Give back the out units of the piece that took ``first`` on."""
     for k in range(first, first + s.ostate[first]):
         s.ostate[k] = 0
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def copy_ahead(s):
     """Ask the copies out of the GPU's PUT_FROM requests published from
     COPY_NEXT on, in ticket order, each into free units, and mark each
@@ -1283,7 +1295,7 @@ def copy_ahead(s):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def sending(s):
     """Whether the loop holds work not yet done: batches or data being sent,
     answers deferred, data being received, or (its targets may still read
@@ -1301,7 +1313,7 @@ def sending(s):
 # -- an origin's side: taking requests from the rings ----------------------------
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def published(words, ticket):
     """Whether ``ticket``'s request is in the ring (``words``): released, or
     marked whole."""
@@ -1312,7 +1324,7 @@ def published(words, ticket):
     return seen
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def run_of(s, ticket):
     """How many of the GPU's tickets from ``ticket`` on are one run: chunk
     puts (CHUNK bytes each, the last one may be shorter) published in
@@ -1342,7 +1354,7 @@ def run_of(s, ticket):
     return n
 
 
-@njit(nogil=True, cache=True, _nrt=False, inline="always")
+@_inlined
 def forward(s, gpu, ticket, run):
     """Put ring ``gpu``'s ticket (with the GPU's: and the ``run`` - 1 after
     it, ``run_of``) into its target's batch. 1 if it went, 0 if no buffer had
@@ -1493,7 +1505,7 @@ def forward(s, gpu, ticket, run):
     return 1
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def drain(s):
     """Forward what the rings published, in order: a GPU ticket before a
     host ticket whose ORDER is past it. How many, or -1 if MPI failed."""
@@ -1544,7 +1556,7 @@ def drain(s):
 # -- a target's side: a batch of requests ------------------------------------------
 
 
-@njit(nogil=True, cache=True, _nrt=False, inline="always")
+@_inlined
 def answer_words(out, w, rid, reason, value, back):
     """An answer's _ANS_BYTES from word ``w`` of ``out``: the request's rid,
     its reason (0 once applied), its value, and how many bytes follow."""
@@ -1554,7 +1566,7 @@ def answer_words(out, w, rid, reason, value, back):
     out[w + 3] = back
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def answer(s, source, rid, reason, value, back, offset):
     """Queue the answer to request ``rid`` of ``source``: its reason (0 once
     applied), value, and for a get the ``back`` bytes from ``offset`` of the
@@ -1602,7 +1614,7 @@ def answer(s, source, rid, reason, value, back, offset):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def apply_pending(s, source):
     """Apply the atomics and signals waiting in ``pend`` on the GPU's heap, in
     order, and answer them: a fetching one now (the target returns once it
@@ -1628,7 +1640,7 @@ def apply_pending(s, source):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def settle(s, wait):
     """Answer the deferred requests if the target has applied them (with
     ``wait``: once it has); without, while it has not, those before a mark
@@ -1648,7 +1660,7 @@ def settle(s, wait):
     return answer_deferred(s, s.ctl[DEFERRED])
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def settle_marked(s):
     """Answer the requests deferred before each of settle's marks that has
     passed, oldest first; mark how far the work asked has come where
@@ -1683,7 +1695,7 @@ def settle_marked(s):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def answer_deferred(s, n):
     """Answer the first ``n`` deferred requests (the rest move up, and the
     marks' counts with them). False if MPI failed."""
@@ -1714,7 +1726,7 @@ def answer_deferred(s, n):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def serve_batch(s, inbox, first, nbytes, source):
     """Apply the requests of one REQ batch from ``source`` (``nbytes`` at
     ``inbox[first]``: the inbox, or toward a GPU's heap ``land``, where its
@@ -1843,7 +1855,7 @@ def serve_batch(s, inbox, first, nbytes, source):
 # -- an origin's side: a batch of answers -------------------------------------------
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def take_answers(s, inbox, nbytes, source):
     """Record the answers of one ANS batch. False if MPI failed."""
     comm, byte = _arg(s.recv, 5, s.ctl[COMM]), _arg(s.recv, 2, s.ctl[BYTE])
@@ -1899,7 +1911,7 @@ def take_answers(s, inbox, nbytes, source):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def refused(s, rid, pe, code, offset, nbytes, reason, value):
     """Record a refusal that nobody waits for (the next host call raises it)."""
     n = s.ctl[REFUSED]
@@ -1915,7 +1927,7 @@ def refused(s, rid, pe, code, offset, nbytes, reason, value):
     s.ctl[REFUSED] = n + 1
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def answered(words, outstanding, ticket, run):
     """Tickets ``ticket`` to ``ticket + run`` of a ring (``words``) are
     answered: COMPLETE moves past every ticket answered from it on."""
@@ -1932,7 +1944,7 @@ def answered(words, outstanding, ticket, run):
 # -- the loop -------------------------------------------------------------------
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def look(iprobe, ctl, flag, status, only):
     """Whether MPI has a message for this PE (of tag ``only``, or any): 1 (its
     status in ``status``), 0, or -1 if MPI failed."""
@@ -1943,7 +1955,7 @@ def look(iprobe, ctl, flag, status, only):
     return 1 if flag[0] != 0 else 0
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def probe(s, only, inbox):
     """Receive one message MPI has for this PE (of tag ``only``, or any)
     into ``inbox``: (tag, bytes, source); tag 0 if there was none, -1 if
@@ -1957,7 +1969,7 @@ def probe(s, only, inbox):
     return tag, nbytes, source
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def incoming(s):
     """The message ``look`` found (its status in ``status``): (tag, bytes,
     source), or -1 if MPI failed or it is none the loop takes."""
@@ -1976,7 +1988,7 @@ def incoming(s):
     return tag, nbytes, source
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def take_message(s, inbox, first, tag, nbytes, source):
     """Receive the message ``incoming`` described into ``inbox[first]``.
     False if MPI failed."""
@@ -1990,7 +2002,7 @@ def take_message(s, inbox, first, tag, nbytes, source):
     return True
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_inner
 def receive_answers(s):
     """Take one batch of answers, if one came: 1, 0 if none, -1 if MPI failed."""
     tag, nbytes, source = probe(s, TAG_ANS, s.inbox2)
@@ -1999,7 +2011,7 @@ def receive_answers(s):
     return 1 if take_answers(s, s.inbox2, nbytes, source) else -1
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def receive(s):
     """Take the message ``look`` found and act on it: 1, or -1 if MPI or the
     target failed. A batch of requests toward a GPU's heap is received into
@@ -2030,7 +2042,7 @@ def receive(s):
     return 1 if ok else -1
 
 
-@njit(nogil=True, cache=True, _nrt=False)
+@_entry
 def serve(s):
     """Run until told to stop (STOP, and nothing left to send): 0; or until
     an MPI call fails: its number (CALLS)."""
