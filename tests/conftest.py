@@ -35,41 +35,34 @@ def pytest_configure(config):
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items):
-    """The tests of emulated nodes (test_nodes.py) last, by when the compiled
-    proxy's loop they need has been compiled beside the others
-    (``_warm_from_the_start``); within each part the tests marked ``long``
-    first (otherwise in order): under pytest-xdist they start at once on
-    different workers instead of last on one."""
-    items.sort(key=lambda item: (item.path.name == "test_nodes.py",
+def pytest_collection_modifyitems(config, items):
+    """The tests marked ``nodes`` last, by when the compiled proxy's loop
+    they need has been compiled beside the others (``_warm_from_the_start``);
+    within each part the tests marked ``long`` first (otherwise in order):
+    under pytest-xdist they start at once on different workers instead of
+    last on one."""
+    items.sort(key=lambda item: (item.get_closest_marker("nodes") is not None,
                                  item.get_closest_marker("long") is None))
+    if not config.option.collectonly and any(item.get_closest_marker("nodes") for item in items):
+        _warm_from_the_start()
 
 
 #: the thread that compiles the proxy's loop from the start of a run
 _WARMING = []
 
 
-def _warm_from_the_start(nodeids):
+def _warm_from_the_start():
     """Compile the proxy's loop (``engine_compiled``) from the start of a run
-    that has tests of emulated nodes, in the background of the process that
-    hands out the tests, while the tests of one node run: a test of emulated
-    nodes that came first compiled it while the other worker's waited for it
-    (2 minutes or more of a core of two, at every CI run)."""
-    if _WARMING or mpi_missing() or not any("nodes" in nodeid for nodeid in nodeids):
+    that has tests marked ``nodes``, in the background of each test process
+    (the first compiles it, the others then load it), while the tests of one
+    node run: a test of emulated nodes that came first compiled it while the
+    other worker's waited for it (2 minutes or more of a core of two, at every
+    CI run)."""
+    if _WARMING or mpi_missing():
         return
     thread = threading.Thread(target=_warm_quietly, name="warm the proxy's loop", daemon=True)
     thread.start()
     _WARMING.append(thread)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_node_collection_finished(node, ids):
-    _warm_from_the_start(ids)  # (pytest-xdist's controller, as each worker has collected)
-
-
-def pytest_collection_finish(session):
-    if not os.environ.get("PYTEST_XDIST_WORKER"):  # (a run without workers)
-        _warm_from_the_start([item.nodeid for item in session.items])
 
 
 def _warm_quietly():

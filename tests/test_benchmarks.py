@@ -23,6 +23,7 @@ def test_a_gpu_benchmark_without_a_gpu_says_so_in_one_line(benchmark):
         and "this machine has no CUDA GPU" in lines[0], result.stderr
 
 
+@pytest.mark.nodes
 def test_the_proxy_loops_benchmark_measures_without_a_gpu():
     """benchmarks/proxy_loop.py drives the compiled loop by hand on any machine
     (its p's checked where they landed) and prints its two figures."""

@@ -13,7 +13,7 @@ import pytest
 from conftest import (BACKEND, ROOT, mpi_missing, mpiexec_job, nshmem_dirs,
                       run_hard, shm_entries, shm_left)
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.nodes]
 
 #: what every job's environment adds: on the GPU, the MPS daemon's
 _JOB_ENV = {}

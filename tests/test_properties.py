@@ -25,7 +25,8 @@ def examples(n):
     return settings(max_examples=n * 5 if THOROUGH else n, deadline=None)
 
 
-@pytest.fixture(scope="module", params=[2, 4, "nodes"], ids=["2pes", "4pes", "4pes-2nodes"])
+@pytest.fixture(scope="module", params=[2, 4, pytest.param("nodes", marks=pytest.mark.nodes)],
+                ids=["2pes", "4pes", "4pes-2nodes"])
 def group(request, mpi_gpu_env_module):
     """2 or 4 PEs on one node; or 4 PEs in 2 emulated nodes under mpiexec, each
     with a neighbour reached directly and two through the proxy (on the GPU,
